@@ -1,0 +1,3 @@
+from quantgate.cli import main
+
+raise SystemExit(main())

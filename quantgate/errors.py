@@ -1,0 +1,29 @@
+"""Typed errors: the CLI turns each into one line on stderr and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+
+class QuantgateError(Exception):
+    """An error the user can act on. ``str(err)`` names the file/field and says what to do."""
+
+    exit_code = 2
+
+
+class InputError(QuantgateError):
+    """Bad input: a file, a field or an argument that cannot be used as given."""
+
+
+class UnsafeInputError(InputError):
+    """Input refused for safety (pickle weights, remote code, paths leaving their folder)."""
+
+
+class ServerError(QuantgateError):
+    """An inference server that did not start, died, or answered with something unusable."""
+
+    exit_code = 4
+
+
+class VerificationError(QuantgateError):
+    """A saved checkpoint that does not match its plan, or artifacts changed after a verdict."""
+
+    exit_code = 3

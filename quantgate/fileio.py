@@ -1,0 +1,99 @@
+"""Small file primitives every stage shares: atomic writes, append-only JSONL, safe paths, hashes.
+
+Rules they enforce: nothing already written is corrupted (write to a temporary file, then rename;
+append whole lines and fsync), and no path read from a manifest leaves its folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from quantgate.errors import InputError, UnsafeInputError
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def append_jsonl(path: str | os.PathLike, record: dict) -> None:
+    """Append one record as one line and fsync, so a crash loses at most the record in flight."""
+    line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_jsonl(path: str | os.PathLike, *, repair_torn_tail: bool = False) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object). A torn last line (no newline: a crash mid-append) is dropped
+    when ``repair_torn_tail`` (and cut off the file, so later appends start clean); anywhere else a
+    bad line is an error naming the file and line."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if raw and not raw.endswith(b"\n"):
+        cut = raw.rfind(b"\n") + 1
+        if not repair_torn_tail:
+            raise InputError(f"{path}: last line is incomplete (a write was interrupted); "
+                             "rerun the command that writes it to repair, or delete that line")
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+        raw = raw[:cut]
+    for no, line in enumerate(raw.decode("utf-8", errors="strict").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{no}: not valid JSON ({e.msg}); fix or remove that line") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{no}: expected a JSON object, got {type(obj).__name__}")
+        yield no, obj
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def safe_join(root: str | os.PathLike, rel: str, *, what: str = "path") -> Path:
+    """Resolve ``rel`` under ``root``; refuse absolute paths, ``..`` escapes and symlinks that
+    point out of ``root``. ``what`` names the manifest field in the error."""
+    root_r = Path(root).resolve()
+    if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")) or ":" in Path(rel).parts[0]:
+        raise UnsafeInputError(f"{what} {rel!r} must be a relative path inside {root}")
+    full = (root_r / rel).resolve()
+    if full != root_r and root_r not in full.parents:
+        raise UnsafeInputError(f"{what} {rel!r} points outside its folder {root}; refusing to read it")
+    return full

@@ -1,0 +1,128 @@
+"""Start, watch and stop an OpenAI-compatible inference server process.
+
+The server runs in its own process group with its log captured to a file, so that it and any
+workers it spawns (vLLM does) are stopped together, and a failure can be reported with the log
+tail rather than a bare exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from quantgate.errors import ServerError
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now. Another process can still take it before the server binds;
+    ``ManagedServer.start`` retries on another port when that happens."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path, n: int = 40) -> str:
+    try:
+        lines = path.read_text("utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:])
+
+
+@dataclass
+class ManagedServer:
+    """A server process. ``command`` is built for a port by ``make_command(port)``."""
+
+    name: str
+    make_command: object  # Callable[[int], list[str]]
+    log_path: Path
+    host: str = "127.0.0.1"
+    env: dict[str, str] = field(default_factory=dict)
+    health_path: str = "/health"
+    startup_timeout_s: float = 600.0
+    port: int | None = None
+    command: list[str] | None = None
+    proc: subprocess.Popen | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self, port: int | None = None, attempts: int = 3) -> ManagedServer:
+        last = ""
+        for _ in range(attempts):
+            self.port = port if port is not None and not port_in_use(port, self.host) else free_port(self.host)
+            port = None  # a taken port is not retried
+            self.command = list(self.make_command(self.port))  # type: ignore[operator]
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_path, "ab")
+            log.write(f"\n$ {' '.join(self.command)}\n".encode())
+            log.flush()
+            env = {**os.environ, **self.env}
+            try:
+                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=env, start_new_session=True)
+            except OSError as e:
+                raise ServerError(f"{self.name}: cannot start {self.command[0]!r}: {e}") from None
+            finally:
+                log.close()
+            try:
+                self._wait_healthy()
+                return self
+            except ServerError as e:
+                last = str(e)
+                bound_elsewhere = "address already in use" in log_tail(self.log_path, 20).lower()
+                self.stop()
+                if not bound_elsewhere:
+                    raise
+        raise ServerError(last)
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        url = f"http://{self.host}:{self.port}{self.health_path}"
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerError(f"{self.name}: server exited with code {self.proc.returncode} before it was healthy; "
+                                  f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
+            try:
+                r = httpx.get(url, timeout=2.0)
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        raise ServerError(f"{self.name}: not healthy after {self.startup_timeout_s:.0f} s at {url}; "
+                          f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> ManagedServer:
+        return self.start() if self.proc is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
