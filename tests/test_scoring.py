@@ -157,6 +157,10 @@ def test_bad_score_files(tmp_path, line, msg):
         read_scores(f)
 
 
+def run(*a):
+    return subprocess.run([sys.executable, "-m", "quantgate", *a], capture_output=True, text=True, timeout=120)
+
+
 def test_cli_score_and_compare(tmp_path, synth_pageset):
     from quantgate.heldout import load_pageset
 
@@ -168,7 +172,6 @@ def test_cli_score_and_compare(tmp_path, synth_pageset):
         t = ps.truth_text(p)
         (good / f"{p.id}.md").write_text(t)
         (bad / f"{p.id}.md").write_text(t[: len(t) // 3])
-    run = lambda *a: subprocess.run([sys.executable, "-m", "quantgate", *a], capture_output=True, text=True, timeout=120)
     r = run("score", "--pages", str(synth_pageset), "--predictions", str(good), "-o", str(tmp_path / "g.jsonl"),
             "--split", "all", "--metrics", "ned,bow_f1")
     assert r.returncode == 0, r.stderr
