@@ -122,7 +122,7 @@ def build_qwen2_5_vl(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512) -
     text = dict(vocab_size=VOCAB_SIZE, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 12, 12]},
-                tie_word_embeddings=False)
+                tie_word_embeddings=False, bos_token_id=None, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"))
     vision = dict(depth=2, hidden_size=128, intermediate_size=256, num_heads=4, patch_size=14, spatial_merge_size=2,
                   temporal_patch_size=2, out_hidden_size=256, window_size=112, fullatt_block_indexes=[1])
     cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_qwen_ids(tok))

@@ -1,0 +1,57 @@
+"""Calibration samples from a page set's calibration split: real page images through the model's
+processor and chat template with the study's prompt, so the decoder's observers see
+image-conditioned activations. Every processor output is kept (Qwen3.5 needs
+``mm_token_type_ids`` for M-RoPE), one sample per batch."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from quantgate.errors import InputError
+
+DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
+
+
+def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_seq_len: int,
+                        text_only: bool = False) -> tuple[list[dict], list[str]]:
+    from PIL import Image
+
+    from quantgate.heldout import load_pageset
+
+    ps = load_pageset(pageset_dir)
+    pages = ps.split("calibration")
+    if not pages:
+        raise InputError(f"{pageset_dir}: no pages in the calibration split; import with --calibration-fraction > 0")
+    pages = pages[:n]
+    samples, ids = [], []
+    for p in pages:
+        truth = ps.truth_text(p) or ""
+        if text_only:
+            msgs = [{"role": "user", "content": [{"type": "text", "text": prompt}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": truth}]}]
+            text = processor.apply_chat_template(msgs, tokenize=False)
+            enc = processor.tokenizer(text, return_tensors="pt", truncation=True, max_length=max_seq_len)
+        else:
+            msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+            text = processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+            # The expected answer follows, so the observers also see the activations of generation.
+            text += truth
+            img = Image.open(io.BytesIO(ps.image_bytes(p))).convert("RGB")
+            enc = processor(text=[text], images=[img], return_tensors="pt")
+            if enc["input_ids"].shape[1] > max_seq_len:
+                # Cutting an image's tokens would desynchronise pixels and placeholders: refuse.
+                n_tok = enc["input_ids"].shape[1]
+                raise InputError(f"calibration page {p.id}: {n_tok} tokens exceed max_seq_len {max_seq_len}; "
+                                 "raise --max-seq-len or lower the processor's max_pixels")
+        samples.append(dict(enc))
+        ids.append(p.id)
+    return samples, ids
+
+
+def sample_loader(samples: list[dict]):
+    """Ready batches (batch size 1, every processor output) as a DataLoader, which llmcompressor's
+    pipelines take as calibration data without re-tokenising."""
+    from torch.utils.data import DataLoader
+
+    return DataLoader(samples, batch_size=1, shuffle=False, collate_fn=lambda batch: batch[0])

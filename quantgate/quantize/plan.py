@@ -1,0 +1,80 @@
+"""``quantgate plan``: every quantizable module, its kind, shape and planned format, with totals."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quantgate.errors import InputError
+from quantgate.recipes import LoadedRecipe, ModuleInfo, resolve
+from quantgate.recipes.model import BITS_PER_WEIGHT
+
+
+@dataclass
+class Plan:
+    modules: list[ModuleInfo]
+    formats: dict[str, str]  # module → format; empty for raw llmcompressor recipes (known after saving)
+    n_layers: int
+    embeddings: list[str]
+    other_params: int  # parameters outside Linear modules (embeddings, norms, convs): kept as they are
+    warnings: list[str] = field(default_factory=list)
+
+    def rows(self) -> list[dict]:
+        return [{"module": m.name, "kind": m.kind, "layer": m.layer, "shape": [m.out_features, m.in_features],
+                 "params": m.params, "format": self.formats.get(m.name, "bf16")} for m in self.modules]
+
+    def totals(self) -> dict:
+        per: dict[str, dict] = {}
+        for m in self.modules:
+            f = self.formats.get(m.name, "bf16")
+            t = per.setdefault(f, {"modules": 0, "params": 0, "bytes": 0.0})
+            t["modules"] += 1
+            t["params"] += m.params
+            t["bytes"] += m.params * BITS_PER_WEIGHT[f] / 8
+        bf16_bytes = sum(m.params for m in self.modules) * 2 + self.other_params * 2
+        est = sum(t["bytes"] for t in per.values()) + self.other_params * 2
+        return {"per_format": {k: {**v, "bytes": int(v["bytes"])} for k, v in sorted(per.items())},
+                "bf16_bytes": int(bf16_bytes), "estimated_bytes": int(est),
+                "compression": round(bf16_bytes / est, 3) if est else None}
+
+
+def check_model_dir(model_dir: Path, trust_remote_code: bool = False) -> dict:
+    from quantgate.serve.backends import check_model_dir as _check
+
+    _check(model_dir, trust_remote_code)
+    return json.loads((Path(model_dir) / "config.json").read_text("utf-8"))
+
+
+def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False) -> Plan:
+    from quantgate.quantize.classify import list_modules, load_meta_model
+
+    check_model_dir(model_dir, trust_remote_code)
+    try:
+        model = load_meta_model(model_dir, trust_remote_code)
+    except (ValueError, KeyError, OSError) as e:
+        raise InputError(f"{model_dir}: transformers cannot build this model as an image-text-to-text VLM ({e})") from None
+    modules, n_layers, embeddings = list_modules(model)
+    linear_params = sum(m.params for m in modules)
+    total = sum(p.numel() for p in model.parameters())
+    if recipe.recipe is None:
+        formats, warnings = {}, ["raw llmcompressor recipe: formats are read from the saved checkpoint"]
+    else:
+        formats, warnings = resolve(recipe.recipe, modules, n_layers, where=recipe.source)
+    return Plan(modules, formats, n_layers, embeddings, total - linear_params, warnings)
+
+
+def format_plan_table(plan: Plan, show_bf16: bool = True) -> str:
+    lines = [f"{'module':<64} {'kind':<16} {'shape':>12} {'format':>10}"]
+    for r in plan.rows():
+        if not show_bf16 and r["format"] == "bf16":
+            continue
+        lines.append(f"{r['module']:<64} {r['kind']:<16} {'x'.join(map(str, r['shape'])):>12} {r['format']:>10}")
+    t = plan.totals()
+    lines.append("")
+    lines.append(f"{'format':<10} {'modules':>8} {'params':>14} {'bytes':>14}")
+    for f, v in t["per_format"].items():
+        lines.append(f"{f:<10} {v['modules']:>8} {v['params']:>14,} {v['bytes']:>14,}")
+    lines.append(f"estimated checkpoint {t['estimated_bytes'] / 1e6:,.1f} MB vs BF16 {t['bf16_bytes'] / 1e6:,.1f} MB "
+                 f"({t['compression']}x smaller); embeddings and other parameters ({plan.other_params:,}) stay as they are")
+    return "\n".join(lines)

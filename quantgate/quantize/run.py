@@ -1,0 +1,191 @@
+"""``quantgate quantize``: plan → (calibrate) → llmcompressor ``oneshot`` → save compressed-tensors
+→ verify against the plan → ``quantgate.json``. The variant is built in a temporary sibling folder
+and renamed into place only after it verified, so a crash or a failed check leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from quantgate.errors import InputError, VerificationError
+from quantgate.fileio import atomic_write_json, sha256_file
+from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
+
+MANIFEST = "quantgate.json"
+_PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
+
+
+def package_versions() -> dict[str, str | None]:
+    import importlib.metadata as md
+
+    out = {}
+    for p in _PKGS:
+        try:
+            out[p] = md.version(p)
+        except md.PackageNotFoundError:
+            out[p] = None
+    return out
+
+
+def file_hashes(folder: Path) -> dict[str, dict]:
+    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+            for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
+
+
+def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path | None, samples: int,
+                      max_seq_len: int, prompt: str) -> dict:
+    """What determines a variant: reused when this matches, refused (without --overwrite) when not."""
+    weights = {f.name: sha256_file(f) for f in sorted(Path(model_dir).glob("*.safetensors"))}
+    cal = None
+    if calibration is not None:
+        cal = sha256_file(Path(calibration) / "pages.jsonl")
+    return {"model_weights": weights, "recipe_text": recipe.text, "calibration_pages_sha256": cal,
+            "samples": samples, "max_seq_len": max_seq_len, "prompt": prompt}
+
+
+def read_manifest(variant: Path) -> dict | None:
+    f = Path(variant) / MANIFEST
+    if not f.is_file():
+        return None
+    try:
+        return json.loads(f.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{f}: not valid JSON ({e})") from None
+
+
+def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None = None,
+             samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
+             pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
+             trust_remote_code: bool = False, log=print) -> dict:
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from quantgate.quantize.calibrate import DEFAULT_PROMPT, calibration_samples, sample_loader
+    from quantgate.quantize.plan import make_plan
+    from quantgate.quantize.verify import verify_checkpoint
+
+    model_dir, out = Path(model_dir), Path(out)
+    recipe = load_recipe(recipe_spec)
+    cal_cfg = recipe.recipe.calibration if recipe.recipe else None
+    samples = samples or (cal_cfg.samples if cal_cfg else 32)
+    max_seq_len = max_seq_len or (cal_cfg.max_seq_len if cal_cfg else 4096)
+    pipeline = pipeline or (cal_cfg.pipeline if cal_cfg else "basic")
+    text_only = text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)
+    prompt = prompt or DEFAULT_PROMPT
+    plan = make_plan(model_dir, recipe, trust_remote_code)  # refuses bad recipes before any work
+    for w in plan.warnings:
+        log(f"warning: {w}")
+    needs_data = recipe.recipe is None or any(f in NEEDS_CALIBRATION for f in plan.formats.values())
+    if needs_data and calibration is None and recipe.recipe is not None:
+        raise InputError(f"recipe {recipe.name} uses {', '.join(sorted({f for f in plan.formats.values() if f in NEEDS_CALIBRATION}))}, "
+                         "which needs calibration data: pass --calibration PAGESET")
+    fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples, max_seq_len, prompt)
+    existing = read_manifest(out) if out.exists() else None
+    if out.exists() and any(out.iterdir()):
+        if existing and existing.get("inputs") == fp and not overwrite:
+            log(f"{out}: already built from the same inputs; reusing it")
+            return existing
+        if not overwrite:
+            raise InputError(f"{out}: already holds {'a different variant' if existing else 'other files'}; "
+                             "choose another -o or pass --overwrite")
+
+    t0 = time.time()
+    kinds = {m.name: m.kind for m in plan.modules}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16,
+                                                            trust_remote_code=trust_remote_code)
+        processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+        cal_ids: list[str] = []
+        if recipe.recipe is not None and not any(f != "bf16" for f in plan.formats.values()):
+            lc_recipe = None
+        else:
+            lc_recipe = to_llmcompressor(plan.formats, kinds) if recipe.recipe else recipe.raw
+        if lc_recipe is not None:
+            from llmcompressor import oneshot
+
+            kw = {}
+            if needs_data and calibration is not None:
+                data, cal_ids = calibration_samples(processor, calibration, prompt, samples, max_seq_len, text_only)
+                kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": pipeline}
+                log(f"calibrating on {len(data)} page(s) from {calibration} ({'text only' if text_only else 'page images'})")
+            recipe_obj = _recipe_objects(lc_recipe)
+            oneshot(model=model, recipe=recipe_obj, **kw)
+            model.save_pretrained(tmp, save_compressed=True)
+        else:
+            model.save_pretrained(tmp, safe_serialization=True)
+        processor.save_pretrained(tmp)
+        for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
+            if (model_dir / extra).is_file() and not (tmp / extra).exists():
+                shutil.copy(model_dir / extra, tmp / extra)
+        if recipe.recipe is not None:
+            verification = verify_checkpoint(tmp, plan.formats, kinds)
+        else:
+            verification = _verify_raw(tmp, kinds)
+        rows = plan.rows()
+        if recipe.recipe is None:
+            from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
+
+            t = checkpoint_tensors(tmp)
+            mp = map_to_checkpoint([r["module"] for r in rows], {k.rsplit(".", 1)[0] for k in t})
+            for r in rows:
+                r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
+            plan.formats = {r["module"]: r["format"] for r in rows}
+        files = file_hashes(tmp)
+        bf16_bytes = sum(v["bytes"] for k, v in file_hashes(model_dir).items() if k.endswith(".safetensors"))
+        weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
+        manifest = {
+            "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
+            "source_model": str(model_dir), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
+                                                      "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
+                                                      "llmcompressor": lc_recipe},
+            "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
+            "verification": verification,
+            "calibration": {"pageset": str(calibration) if cal_ids else None, "page_ids": cal_ids,
+                            "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
+                            "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
+            "inputs": fp, "packages": package_versions(), "files": files,
+            "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
+                     "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
+            "wall_s": round(time.time() - t0, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+        }
+        atomic_write_json(tmp / MANIFEST, manifest)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        return manifest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _recipe_objects(lc_recipe: dict):
+    """A quantgate-compiled recipe becomes modifier objects; a raw llmcompressor recipe is passed
+    as the YAML text llmcompressor parses itself."""
+    import yaml
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+
+    stage = lc_recipe.get("quant_stage", {}).get("quant_modifiers", {})
+    if list(stage) == ["QuantizationModifier"] and len(lc_recipe) == 1:
+        return [QuantizationModifier(**stage["QuantizationModifier"])]
+    return yaml.safe_dump(lc_recipe)
+
+
+def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
+    from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
+
+    t = checkpoint_tensors(folder)
+    mp = map_to_checkpoint(list(kinds), {k.rsplit(".", 1)[0] for k in t})
+    touched = [n for n, k in kinds.items() if k in ("vision", "projector") and format_of(t, mp.get(n, "")) not in ("bf16", None)]
+    if touched:
+        raise VerificationError(f"{folder}: the raw llmcompressor recipe quantized {len(touched)} vision/projector "
+                                f"module(s), e.g. {touched[0]}; add them to its ignore list")
+    return {"modules_checked": len(kinds), "vision_bf16": True}
