@@ -87,6 +87,7 @@ class RequestRecord(Record):
     finish_reason: str | None = None
     error: str | None = None
     attempts: int = 1
+    session: str | None = None  # one id per invocation, so a resumed level's speed excludes the gap
 
 
 class LevelStats(Record):

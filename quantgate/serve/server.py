@@ -33,6 +33,17 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM the server if quantgate itself dies (even by
+    SIGKILL), so a killed run leaves no orphan server holding a GPU or a port."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def log_tail(path: Path, n: int = 40) -> str:
     try:
         lines = path.read_text("utf-8", errors="replace").splitlines()
@@ -73,7 +84,8 @@ class ManagedServer:
             env = {**os.environ, **self.env}
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=env, start_new_session=True)
+                                             env=env, start_new_session=True,
+                                             preexec_fn=_die_with_parent if os.name == "posix" else None)
             except OSError as e:
                 raise ServerError(f"{self.name}: cannot start {self.command[0]!r}: {e}") from None
             finally:
