@@ -108,6 +108,7 @@ class RunManifest(Record):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["quantgate.run"] = "quantgate.run"
     variant: str
+    variant_fingerprint: str | None = None  # sha256 over the variant's weight files: a rebuilt variant is re-served
     backend: str
     server_command: list[str] | None = None
     server_version: str | None = None

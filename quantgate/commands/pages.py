@@ -37,8 +37,9 @@ def register(sub) -> None:
     s.add_argument("-o", "--output", required=True, type=Path)
     s.add_argument("--n", type=int, default=50, help="number of pages (default 50)")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--profile", choices=["doc", "simple"], default="doc",
-                   help="doc: full pages; simple: a heading and one short block (what the tiny reader learns)")
+    s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
+                   help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
+                   "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
     s.add_argument("--calibration-fraction", type=float, default=0.2)
     s.add_argument("--noise", type=float, default=0.03, help="pixel noise, as a fraction of full scale")
     s.add_argument("--overwrite", action="store_true")

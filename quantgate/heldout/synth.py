@@ -18,7 +18,9 @@ from quantgate.fileio import atomic_write_json, sha256_bytes, sha256_file
 from quantgate.heldout.pageset import MANIFEST_FILE, PAGES_FILE, split_of
 from quantgate.records import PageRecord, PageSetManifest, PageSource
 
-FONT_DIRS = ["/usr/share/fonts/truetype/dejavu"]
+# Bundled DejaVu fonts first (their licence is in assets/fonts/LICENSE), so pages render the same
+# on every machine — a GPU box without fonts renders the reader's training pages like CI does.
+FONT_DIRS = [str(Path(__file__).resolve().parent.parent / "assets" / "fonts"), "/usr/share/fonts/truetype/dejavu"]
 FONT_FILES = ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf"]
 BOLD_FILES = {"DejaVuSans.ttf": "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf": "DejaVuSerif-Bold.ttf",
               "DejaVuSansMono.ttf": "DejaVuSansMono-Bold.ttf"}
@@ -82,6 +84,71 @@ def make_document(rng: random.Random, words: list[str], profile: str = "doc") ->
         if rng.random() < 0.3:
             blocks.append(("h2", sentence(1, 4)))
     return blocks
+
+
+READER_CELL = 32  # one glyph per 32x32 cell = one merged vision token of the Qwen-VL processors
+READER_COLS = 12
+
+
+def make_reader_page(rng: random.Random, words: list[str]) -> tuple[list[tuple[str, object]], int]:
+    """A page within a tiny model's reach: a heading line and one or two text lines on a grid."""
+    short = [w for w in words if len(w) <= 6]
+
+    def line(max_len: int) -> str:
+        out = ""
+        while True:
+            w = rng.choice(short) if rng.random() < 0.8 else str(rng.randint(0, 999))
+            cand = f"{out} {w}".strip()
+            if len(cand) > max_len:
+                return out or w[:max_len]
+            out = cand
+            if rng.random() < 0.25:
+                return out
+
+    blocks: list[tuple[str, object]] = [("h", line(READER_COLS))]
+    blocks.append(("p", " ".join(line(READER_COLS) for _ in range(rng.randint(1, 2)))))
+    return blocks, READER_COLS
+
+
+def render_reader(blocks, rng: random.Random, noise: float):
+    """Monospace glyphs centred in grid cells; the heading in bold. Line breaks in the image are
+    spaces in the truth, as in any paragraph."""
+    from PIL import Image, ImageDraw
+
+    lines: list[tuple[str, bool]] = [(str(blocks[0][1]), True)]
+    words = str(blocks[1][1]).split(" ")
+    cur = ""
+    for w in words:
+        if len(f"{cur} {w}".strip()) > READER_COLS:
+            lines.append((cur, False))
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    lines.append((cur, False))
+    c = READER_CELL
+    img = Image.new("L", (READER_COLS * c, len(lines) * c), 255)
+    d = ImageDraw.Draw(img)
+    size = rng.choice([24, 26, 28])
+    for row, (text, bold) in enumerate(lines):
+        f = _font("DejaVuSansMono.ttf", size, bold=bold)
+        for col, ch in enumerate(text):
+            if ch != " ":
+                d.text((col * c + c / 2 + rng.uniform(-1.5, 1.5), row * c + c / 2 + rng.uniform(-1.5, 1.5)), ch,
+                       font=f, fill=rng.randint(0, 60), anchor="mm")
+    if noise > 0:
+        import numpy as np
+
+        arr = np.asarray(img, dtype=np.float32)
+        arr = arr + np.random.default_rng(rng.randrange(2**32)).normal(0, 255 * noise, arr.shape)
+        img = Image.fromarray(arr.clip(0, 255).astype("uint8"))
+    return img.convert("RGB")
+
+
+def reader_sample(seed: int, i: int, words: list[str] | None = None, noise: float = 0.03):
+    """(image, truth markdown) of reader page ``i`` for ``seed`` — used by synth and training."""
+    rng = random.Random(f"reader:{seed}:{i}")
+    blocks, _ = make_reader_page(rng, words or vocabulary())
+    return render_reader(blocks, rng, noise), to_markdown(blocks), blocks
 
 
 def to_markdown(blocks: list[tuple[str, object]]) -> str:
@@ -179,8 +246,8 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
 
     if n < 1:
         raise InputError(f"--n must be at least 1, got {n}")
-    if profile not in ("doc", "simple"):
-        raise InputError(f"unknown profile {profile!r}: use doc or simple")
+    if profile not in ("doc", "simple", "reader"):
+        raise InputError(f"unknown profile {profile!r}: use doc, simple or reader")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
@@ -195,12 +262,16 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
         for i in range(n):
             pid = f"synth-{seed}-{i:05d}"
             rng = random.Random(f"{seed}:{i}")
-            blocks = make_document(rng, words, profile)
-            md = to_markdown(blocks)
-            font = rng.choice(fonts)
-            w = width or (rng.choice([320, 384]) if profile == "simple" else rng.choice([640, 768, 896]))
-            base = rng.choice([16, 18]) if profile == "simple" else rng.choice([14, 16, 18, 20])
-            img = render(blocks, rng, w, font, base, noise)
+            if profile == "reader":
+                img, md, blocks = reader_sample(seed, i, words, noise)
+                font = "DejaVuSansMono.ttf"
+            else:
+                blocks = make_document(rng, words, profile)
+                md = to_markdown(blocks)
+                font = rng.choice(fonts)
+                w = width or (rng.choice([320, 384]) if profile == "simple" else rng.choice([640, 768, 896]))
+                base = rng.choice([16, 18]) if profile == "simple" else rng.choice([14, 16, 18, 20])
+                img = render(blocks, rng, w, font, base, noise)
             buf = io.BytesIO()
             img.save(buf, format="PNG")
             data = buf.getvalue()

@@ -40,8 +40,16 @@ def checkpoint_tensors(model_dir: Path) -> dict[str, dict]:
 def format_of(tensors: dict[str, dict], prefix: str) -> str | None:
     """The format a module's saved tensors show, or None if the module is not in the checkpoint."""
     w = tensors.get(f"{prefix}.weight")
-    if f"{prefix}.weight_packed" in tensors:
-        return "nvfp4" if f"{prefix}.input_global_scale" in tensors else "nvfp4a16"
+    packed = tensors.get(f"{prefix}.weight_packed")
+    if packed is not None:
+        if f"{prefix}.weight_global_scale" in tensors:
+            return "nvfp4" if f"{prefix}.input_global_scale" in tensors else "nvfp4a16"
+        # pack-quantized INT: int32 words of 32/bits values; one scale per group of 128 inputs
+        scale = tensors.get(f"{prefix}.weight_scale")
+        if packed["dtype"] == "I32" and scale is not None and len(scale["shape"]) == 2:
+            bits = round(32 * packed["shape"][1] / (scale["shape"][1] * 128))
+            return {4: "w4a16", 2: "w2a16"}.get(bits, f"int{bits}")
+        return "other-quantized"
     if w is None:
         return None
     if w["dtype"].startswith("F8"):

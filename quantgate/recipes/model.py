@@ -22,16 +22,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quantgate.errors import InputError
 
-Format = Literal["bf16", "fp8", "fp8-static", "nvfp4", "nvfp4a16"]
-FORMATS: tuple[str, ...] = ("bf16", "fp8", "fp8-static", "nvfp4", "nvfp4a16")
+Format = Literal["bf16", "fp8", "fp8-static", "nvfp4", "nvfp4a16", "w4a16", "w2a16"]
+FORMATS: tuple[str, ...] = ("bf16", "fp8", "fp8-static", "nvfp4", "nvfp4a16", "w4a16", "w2a16")
 KINDS = ("vision", "projector", "attention", "linear_attention", "mlp", "lm_head", "embeddings", "other")
 
 # Format → compressed-tensors preset scheme that llmcompressor applies.
-PRESET = {"fp8": "FP8_DYNAMIC", "fp8-static": "FP8", "nvfp4": "NVFP4", "nvfp4a16": "NVFP4A16"}
+# w4a16/w2a16: INT4/INT2 weights, groups of 128, round-to-nearest (no GPTQ): w4a16 is the common
+# weight-only format; w2a16 exists to build deliberately harmful variants for gate tests.
+PRESET = {"fp8": "FP8_DYNAMIC", "fp8-static": "FP8", "nvfp4": "NVFP4", "nvfp4a16": "NVFP4A16", "w4a16": "W4A16",
+          "w2a16": "W2A16"}
 # Formats whose activation scales come from calibration data.
 NEEDS_CALIBRATION = {"fp8-static", "nvfp4"}
 # Bits per weight including scales: fp8 per-channel ≈ 8; nvfp4 = 4 + one fp8 scale per 16 weights.
-BITS_PER_WEIGHT = {"bf16": 16.0, "fp8": 8.0, "fp8-static": 8.0, "nvfp4": 4.5, "nvfp4a16": 4.5}
+BITS_PER_WEIGHT = {"bf16": 16.0, "fp8": 8.0, "fp8-static": 8.0, "nvfp4": 4.5, "nvfp4a16": 4.5, "w4a16": 4.125,
+                   "w2a16": 2.125}
 
 
 class _Strict(BaseModel):
@@ -45,7 +49,8 @@ class LayerRange(_Strict):
 
 class Rule(_Strict):
     format: Format
-    kinds: list[Literal["vision", "projector", "attention", "linear_attention", "mlp", "lm_head", "embeddings", "other"]] | None = None
+    kinds: list[Literal["vision", "projector", "attention", "linear_attention", "mlp", "lm_head", "embeddings",
+                        "other"]] | None = None
     layers: str | LayerRange | None = None
     match: list[str] | str | None = None
     optional: bool = False  # may match nothing (presets meant for several architectures)
@@ -139,7 +144,10 @@ def rule_matches(rule: Rule, mod: ModuleInfo, n_layers: int) -> bool:
 
 
 def min_width_ok(fmt: str, mod: ModuleInfo) -> bool:
-    """FP8 and FP4 GEMM kernels (and NVFP4's groups of 16) need both widths divisible by 16."""
+    """FP8 and FP4 GEMM kernels (and NVFP4's groups of 16) need both widths divisible by 16; the
+    INT formats' groups of 128 need the input width divisible by 128."""
+    if fmt in ("w4a16", "w2a16"):
+        return mod.in_features % 128 == 0 and mod.out_features % 16 == 0
     return fmt == "bf16" or (mod.in_features % 16 == 0 and mod.out_features % 16 == 0)
 
 
@@ -166,7 +174,8 @@ def resolve(recipe: Recipe, modules: list[ModuleInfo], n_layers: int, *, where: 
     if narrow:
         for n in narrow:
             plan[n] = "bf16"
-        warnings.append(f"{len(narrow)} module(s) kept BF16: a width not divisible by 16 fits no FP8/FP4 kernel: "
+        warnings.append(f"{len(narrow)} module(s) kept BF16: a width not divisible by 16 (128 for INT groups) "
+                        "fits no kernel: "
                         + ", ".join(narrow[:8]) + (" …" if len(narrow) > 8 else ""))
     return plan, warnings
 

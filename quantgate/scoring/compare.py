@@ -43,6 +43,7 @@ def compare_scores(baseline: dict[str, dict], candidate: dict[str, dict], metric
             e = sign * (np.array([noise[i][metric] for i in nids], float) - np.array([baseline[i][metric] for i in nids], float))
     dec = decide(sign * (c - b), margin, noise=e, confidence=confidence, n_resamples=n_resamples, seed=seed)
     lo, hi = (dec.ci_low, dec.ci_high) if m.higher_is_better else (-dec.ci_high, -dec.ci_low)
+    lo, hi = lo + 0.0, hi + 0.0  # no "-0.0000" in reports
     return Verdict(metric=metric, higher_is_better=m.higher_is_better, verdict=dec.verdict, n=len(ids),
                    baseline_mean=float(b.mean()), candidate_mean=float(c.mean()), delta=float((c - b).mean()),
                    ci_low=lo, ci_high=hi, confidence=confidence, margin=dec.margin, requested_margin=margin,

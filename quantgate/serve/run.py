@@ -31,6 +31,18 @@ def load_records(run_dir: Path) -> list[RequestRecord]:
     return [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
 
 
+def weights_fingerprint(variant: Path) -> str:
+    """sha256 over the variant's weight files (names and contents)."""
+    import hashlib
+
+    from quantgate.fileio import sha256_file
+
+    h = hashlib.sha256()
+    for f in sorted(Path(variant).glob("*.safetensors")):
+        h.update(f.name.encode() + b"\0" + sha256_file(f).encode())
+    return h.hexdigest()
+
+
 def _variant_notes(variant: Path, backend: Backend) -> list[str]:
     notes = []
     cfg_path = variant / "config.json"
@@ -64,14 +76,15 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     ps_sha = ps.sha256
     out.mkdir(parents=True, exist_ok=True)
     desc = backend.describe()
-    manifest = RunManifest(variant=str(variant), backend=backend.name, pageset=str(pageset_dir), pageset_sha256=ps_sha,
+    fingerprint = weights_fingerprint(variant) if not isinstance(backend, OpenAIBackend) else None
+    manifest = RunManifest(variant=str(variant), variant_fingerprint=fingerprint, backend=backend.name, pageset=str(pageset_dir), pageset_sha256=ps_sha,
                            split=split, prompt=prompt, max_tokens=max_tokens, slo_p90_latency_s=slo_s,
                            server_version=desc.get("server_version"),
                            notes=list(desc.get("notes", [])) + _variant_notes(variant, backend))
     if (out / RUN).is_file():
         old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
-        same = (old.variant, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens) == \
-               (manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens)
+        same = (old.variant, old.variant_fingerprint, old.backend, old.pageset_sha256, old.split, old.prompt,
+                old.max_tokens) == (manifest.variant, fingerprint, manifest.backend, ps_sha, split, prompt, max_tokens)
         if not same and not overwrite:
             raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                              f"{old.max_tokens}); choose another -o, or --overwrite to discard it")

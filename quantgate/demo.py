@@ -1,0 +1,34 @@
+"""``quantgate demo``: a complete study on the embedded default (CPU, transformers serve) with the
+bundled tiny reader — a Qwen3.5 VLM trained to read `--profile reader` pages (assets/reader/CARD.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+READER = Path(__file__).resolve().parent / "assets" / "reader"
+
+
+def demo_study(pages: int, variants: list[str]) -> dict:
+    return {
+        "name": "demo", "model": str(READER),
+        "pages": {"synth": {"n": pages, "seed": 1, "profile": "reader", "calibration_fraction": 0.2}},
+        "variants": [{"name": v, "recipe": v} for v in variants], "baseline": variants[0],
+        "calibration_samples": 8, "backend": {"name": "transformers", "device": "cpu"},
+        "concurrency": [1, 2], "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
+        "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
+    }
+
+
+def run_demo(out: Path, pages: int = 60, variants: list[str] | None = None, log=print) -> dict:
+    from quantgate.study import run_study
+
+    variants = variants or ["bf16", "fp8-dynamic", "nvfp4", "mixed", "harmful-int2"]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "study.yaml"
+    text = yaml.safe_dump(demo_study(pages, variants), sort_keys=False)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return run_study(path, out, log=log)

@@ -1,0 +1,46 @@
+"""report.md: fits a pull-request comment — verdicts first, then speed."""
+
+from __future__ import annotations
+
+ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive"}
+
+
+def _f(x, spec=".4f"):
+    return "–" if x is None else format(x, spec)
+
+
+def render_markdown(r: dict) -> str:
+    st = r["study"]
+    lines = [f"# quantgate: {st['name']}", "",
+             f"Baseline **{r['baseline']}**, compared at concurrency {r['compare_level']}"
+             + (f", noise run: baseline at concurrency {r['noise_level']}" if r["noise_level"] else ", no noise run")
+             + f". Split `{st['split']}`." + ("" if r["complete"] else " **Incomplete study.**"), "",
+             "| variant | metric | verdict | Δ (cand − base) | 90% CI | margin | noise floor | pages |",
+             "|---|---|---|---|---|---|---|---|"]
+    for v in r["verdicts"]:
+        better = "↑" if v["higher_is_better"] else "↓"
+        need = f" (≈{v['pages_needed']} pages to decide)" if v.get("pages_needed") else ""
+        lines.append(f"| {v['variant']} | {v['metric']} {better} | {ICON[v['verdict']]}{need} | {v['delta']:+.4f} | "
+                     f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}] | {v['margin']:.4f} | {_f(v['noise_floor'])} | {v['n']} |")
+    lines += ["", "## Speed", "",
+              "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
+              "|---|---|---|---|---|---|---|---|"]
+    for v in r["variants"]:
+        for lv in v["levels"]:
+            sp = v["speedup"].get(str(lv["concurrency"]))
+            lines.append(f"| {v['name']} | {lv['concurrency']} | {lv['pages_per_s']:.3f} | {_f(sp, '.2f')}× | "
+                         f"{lv['output_tokens_per_s']:.1f} | {_f(lv['ttft_s']['p50'], '.2f')} | "
+                         f"{_f(lv['latency_s']['p90'], '.2f')} | {lv['n_errors']} |")
+    lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
+              "|---|---|---|---|---|---|"]
+    for v in r["variants"]:
+        lines.append(f"| {v['name']} | {v['recipe']} | {v['weights_bytes'] / 1e6:.1f} | {_f(v['compression'], '.2f')} | "
+                     f"{'yes' if v['vision_bf16'] else 'no'} | {v['max_concurrency_within_slo'] or '–'} |")
+    notes = sorted({n for v in r["variants"] for n in v["notes"]})
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    p = r["provenance"]
+    lines += ["", f"<sub>{p['statistics']}; seed {st['seed']}, {st['resamples']} resamples. quantgate "
+              f"{p['packages'].get('quantgate')}, commit {(p['git_commit'] or '?')[:10]}, page set "
+              f"{p['pageset_sha256'][:12]}.</sub>", ""]
+    return "\n".join(lines)
