@@ -111,7 +111,10 @@ def load_study(path: Path) -> Study:
     from quantgate.scoring import get_metric
 
     for m in st.metrics:
-        get_metric(m)
+        try:
+            get_metric(m)
+        except InputError as e:
+            raise InputError(f"{path}: metrics: {e}") from None
     for m in st.margins:
         if m not in st.metrics:
             raise InputError(f"{path}: margins.{m}: not one of the study's metrics {st.metrics}")

@@ -48,6 +48,12 @@ def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path |
             "samples": samples, "max_seq_len": max_seq_len, "prompt": prompt}
 
 
+def _files_intact(variant: Path, manifest: dict) -> bool:
+    """Every file the manifest lists is there with its recorded sha256 (else the variant is rebuilt)."""
+    files = manifest.get("files") or {}
+    return bool(files) and all((variant / n).is_file() and sha256_file(variant / n) == f["sha256"] for n, f in files.items())
+
+
 def read_manifest(variant: Path) -> dict | None:
     f = Path(variant) / MANIFEST
     if not f.is_file():
@@ -87,7 +93,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples, max_seq_len, prompt)
     existing = read_manifest(out) if out.exists() else None
     if out.exists() and any(out.iterdir()):
-        if existing and existing.get("inputs") == fp and not overwrite:
+        if existing and existing.get("inputs") == fp and _files_intact(out, existing):
             log(f"{out}: already built from the same inputs; reusing it")
             return existing
         if not overwrite:

@@ -22,7 +22,9 @@ def _svg(fig) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     s = buf.getvalue()
-    return s[s.index("<svg"):]
+    s = s[s.index("<svg"):]
+    a, b = s.find("<metadata>"), s.find("</metadata>")
+    return s[:a] + s[b + len("</metadata>"):] if a >= 0 and b > a else s
 
 
 def _plots(r: dict) -> list[tuple[str, str]]:
