@@ -21,7 +21,7 @@ def demo_study(pages: int, variants: list[str]) -> dict:
     }
 
 
-def run_demo(out: Path, pages: int = 60, variants: list[str] | None = None, log=print) -> dict:
+def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, log=print) -> dict:
     from quantgate.study import run_study
 
     variants = variants or ["bf16", "fp8-dynamic", "nvfp4", "mixed", "harmful-int2"]

@@ -37,7 +37,7 @@ def register(sub) -> None:
                        "variants of the bundled tiny Qwen3.5 reader, serve each with transformers serve at two "
                        "concurrency levels, score, compare with BF16 and write the report. No network.")
     d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
-    d.add_argument("--pages", type=int, default=60, help="synthetic pages (80%% held out; default 60)")
+    d.add_argument("--pages", type=int, default=40, help="synthetic pages (80%% held out; default 40)")
     d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
     d.set_defaults(func=cmd_demo)
 
