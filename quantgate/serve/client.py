@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from quantgate.errors import QuantgateError
 from quantgate.fileio import append_jsonl, fsync_file
 from quantgate.records import RequestRecord
 
@@ -50,6 +51,10 @@ def chat_body(spec: RequestSpec, image_url: str) -> dict:
 
 class BadResponse(Exception):
     pass
+
+
+class RecordWriteError(QuantgateError):
+    exit_code = 5
 
 
 async def _one(client: aiohttp.ClientSession, spec: RequestSpec, body: dict) -> dict:
@@ -168,7 +173,11 @@ async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes
                 except Exception as e:  # noqa: BLE001 — recorded for that page
                     png = e
                 rec = await send_page(client, spec, pid, png, concurrency, session)
-                append_jsonl(requests_path, rec.model_dump())
+                try:
+                    append_jsonl(requests_path, rec.model_dump())
+                except OSError as e:  # disk full, read-only: stop rather than measure what cannot be kept
+                    raise RecordWriteError(f"{requests_path}: cannot append a request record ({e}); records "
+                                           "already written are intact — free space and rerun to resume") from None
                 records.append(rec)
                 if on_done:
                     on_done(rec)

@@ -23,12 +23,18 @@ RUN = "run.json"
 DEFAULT_MAX_TOKENS = 1024
 
 
-def load_records(run_dir: Path) -> list[RequestRecord]:
-    """Records so far. A torn last line (a crash mid-append) is cut off, never mixed in."""
+def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
+    """Records so far. A torn last line (a crash mid-append) is cut off, never mixed in. A failed
+    request is re-sent on resume and its new record appended; with ``latest`` only the last record
+    per (page, concurrency) is kept, so nothing is counted twice."""
     path = Path(run_dir) / REQUESTS
     if not path.is_file():
         return []
-    return [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
+    recs = [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
+    if not latest:
+        return recs
+    last = {(r.page_id, r.concurrency): r for r in recs}
+    return [r for r in recs if last[(r.page_id, r.concurrency)] is r]
 
 
 def weights_fingerprint(variant: Path) -> str:
@@ -91,7 +97,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         if not same:
             (out / REQUESTS).unlink(missing_ok=True)
     records = load_records(out)
-    done = {(r.page_id, r.concurrency) for r in records}
+    done = {(r.page_id, r.concurrency) for r in records if r.error is None}  # failed ones are re-sent
     todo = {c: [p for p in pages if (p.id, c) not in done] for c in concurrency}
     session = uuid.uuid4().hex[:12]
 
@@ -118,7 +124,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                 cb = on_level(c, len(todo[c])) if on_level else None
                 new = asyncio.run(run_level(spec, [(p.id, loader(p)) for p in todo[c]], c, out / REQUESTS, session,
                                             on_done=cb))
-                records.extend(new)
+                retried = {(r.page_id, r.concurrency) for r in new}
+                records = [r for r in records if (r.page_id, r.concurrency) not in retried] + new
                 if server is not None and not server.alive():
                     raise ServerError(f"{server.name} died during the run; log {server.log_path} ends with:\n"
                                       f"{log_tail(server.log_path)}")
