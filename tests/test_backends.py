@@ -58,3 +58,11 @@ def test_vllm_serves_a_fixture(tiny_models, synth_pageset, tmp_path):
     assert len(recs) == 2 * m.levels[0].n_requests and all(r.error is None for r in recs)
     assert m.server_version and m.server_version.startswith("vllm")
     assert Path(tmp_path / "run" / "server.log").is_file()
+
+
+def test_vllm_version_read_from_its_log():
+    from quantgate.serve.run import _VLLM_VERSION
+
+    line = "(EngineCore pid=1365) INFO 11-29 20:13:21 [core.py:116] Initializing a V1 LLM engine (v0.26.0) with config"
+    m = _VLLM_VERSION.search(line)
+    assert m and (m.group(1) or m.group(2)) == "0.26.0"

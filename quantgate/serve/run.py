@@ -136,7 +136,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     return _finish(manifest, records, concurrency, out, server)
 
 
-_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)|vllm version (\S+)", re.I)
+_VLLM_VERSION = re.compile(r"vLLM API server version (\S+)|LLM engine \(v(\d[\w.+-]*)\)", re.I)
 
 
 def _finish(manifest: RunManifest, records, concurrency, out: Path, server) -> RunManifest:
