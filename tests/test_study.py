@@ -199,3 +199,24 @@ def test_bad_study_files_name_the_field(tmp_path, patch, msg):
     r = _qg("study", str(f), "-o", str(tmp_path / "o"))
     assert r.returncode == 2 and "Traceback" not in r.stderr and str(f) in r.stderr
     assert os.path.basename(str(f)) in r.stderr
+
+
+def test_killed_while_scoring_or_reporting_resumes_without_reserving(demo, tmp_path):
+    """Scores and reports are written atomically, so a kill leaves each file whole or absent; a
+    rerun recomputes them from the records without sending a single request again."""
+    out, _ = demo
+    copy = tmp_path / "c"
+    shutil.copytree(out, copy)
+    summ = json.loads((copy / "summary.json").read_text())
+    study = yaml.safe_load((copy / "study.yaml").read_text())
+    (copy / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
+    sizes = {p: p.stat().st_size for p in (copy / "runs").rglob("requests.jsonl")}
+    (copy / "summary.json").unlink()  # killed while reporting
+    (copy / "report.html").unlink()
+    next((copy / "scores").glob("*.jsonl")).unlink()  # killed while scoring
+    r = _qg("study", str(copy / "study.yaml"), "-o", str(copy), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert {p: p.stat().st_size for p in (copy / "runs").rglob("requests.jsonl")} == sizes  # nothing re-sent
+    again = json.loads((copy / "summary.json").read_text())
+    strip = lambda vs: [{k: v[k] for k in ("variant", "metric", "verdict", "delta", "ci_low", "ci_high")} for v in vs]  # noqa: E731
+    assert strip(again["verdicts"]) == strip(summ["verdicts"]) and (copy / "report.html").is_file()

@@ -89,8 +89,10 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                            notes=list(desc.get("notes", [])) + _variant_notes(variant, backend))
     if (out / RUN).is_file():
         old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
-        same = (old.variant, old.variant_fingerprint, old.backend, old.pageset_sha256, old.split, old.prompt,
-                old.max_tokens) == (manifest.variant, fingerprint, manifest.backend, ps_sha, split, prompt, max_tokens)
+        # Identity by content, not path: a moved study folder resumes instead of re-serving.
+        ident = old.variant_fingerprint or old.variant
+        same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens) == \
+               (fingerprint or manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens)
         if not same and not overwrite:
             raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                              f"{old.max_tokens}); choose another -o, or --overwrite to discard it")
