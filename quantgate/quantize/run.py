@@ -68,6 +68,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, log=print) -> dict:
+    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 

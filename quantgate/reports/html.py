@@ -6,7 +6,8 @@ import difflib
 import html
 import io
 
-from quantgate.reports.markdown import ICON
+# Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
+WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive"}
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:8px 0 18px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
@@ -117,7 +118,7 @@ def render_html(r: dict) -> str:
         nf = "–" if v["noise_floor"] is None else f"{v['noise_floor']:.4f}"
         need = f" (≈{v['pages_needed']} pages)" if v.get("pages_needed") else ""
         h.append(f"<tr class='{v['verdict']}'><td>{e(v['variant'])}</td><td>{e(v['metric'])} "
-                 f"{'↑' if v['higher_is_better'] else '↓'}</td><td>{ICON[v['verdict']]}{need}</td><td>{v['delta']:+.4f}</td>"
+                 f"{'↑' if v['higher_is_better'] else '↓'}</td><td><b>{WORD[v['verdict']]}</b>{need}</td><td>{v['delta']:+.4f}</td>"
                  f"<td>[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]</td><td>{v['margin']:.4f}</td><td>{nf}</td><td>{v['n']}</td></tr>")
     h.append("</table><h2>Plots</h2><div class='plots'>")
     for title, svg in _plots(r):
