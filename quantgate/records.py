@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quantgate.errors import InputError
 
 SCHEMA_VERSION = 1
+DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
 
 
 class Record(BaseModel):

@@ -9,8 +9,7 @@ import io
 from pathlib import Path
 
 from quantgate.errors import InputError
-
-DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
+from quantgate.records import DEFAULT_PROMPT  # noqa: E402,F401  (re-exported)
 
 
 def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_seq_len: int,

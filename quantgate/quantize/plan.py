@@ -40,7 +40,7 @@ class Plan:
 
 
 def check_model_dir(model_dir: Path, trust_remote_code: bool = False) -> dict:
-    from quantgate.serve.backends import check_model_dir as _check
+    from quantgate.modeldir import check_model_dir as _check
 
     _check(model_dir, trust_remote_code)
     return json.loads((Path(model_dir) / "config.json").read_text("utf-8"))

@@ -67,7 +67,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                   on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
                   log: Callable[[str], None] = print) -> RunManifest:
     from quantgate.heldout import load_pageset
-    from quantgate.quantize.calibrate import DEFAULT_PROMPT
+    from quantgate.records import DEFAULT_PROMPT
 
     variant, out = Path(variant), Path(out)
     prompt = prompt or DEFAULT_PROMPT
