@@ -58,7 +58,7 @@ def build_tokenizer(specials: list[str]):
     return fast
 
 
-def _save_common(model, processor, out: Path, extra_generation: dict) -> Path:
+def _save_common(model, processor, out: Path) -> Path:
     from transformers import GenerationConfig
 
     out.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def _save_common(model, processor, out: Path, extra_generation: dict) -> Path:
     processor.save_pretrained(out)
     tok = processor.tokenizer
     gen = GenerationConfig(eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-                           pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), do_sample=False, **extra_generation)
+                           pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), do_sample=False)
     gen.save_pretrained(out)
     return out
 
@@ -110,7 +110,7 @@ def build_qwen3_5(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512, text
     proc = Qwen3VLProcessor(image_processor=_qwen_image_processor(max_pixels), tokenizer=tok,
                             video_processor=Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2),
                             chat_template=QWEN_TEMPLATE)
-    return _save_common(model, proc, Path(out), {})
+    return _save_common(model, proc, Path(out))
 
 
 def build_qwen2_5_vl(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512) -> Path:
@@ -135,7 +135,7 @@ def build_qwen2_5_vl(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512) -
     proc = Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tok,
                                video_processor=Qwen2VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2),
                                chat_template=QWEN_TEMPLATE)
-    return _save_common(model, proc, Path(out), {})
+    return _save_common(model, proc, Path(out))
 
 
 def build_llava(out: Path, *, seed: int = 0, image_size: int = 224) -> Path:
@@ -164,7 +164,7 @@ def build_llava(out: Path, *, seed: int = 0, image_size: int = 224) -> Path:
     proc = LlavaProcessor(image_processor=ip, tokenizer=tok, patch_size=patch, vision_feature_select_strategy="full",
                           chat_template=LLAVA_TEMPLATE, image_token="<image>",
                           num_additional_image_tokens=1)  # CLIP CLS token, kept by "full"
-    return _save_common(model, proc, Path(out), {})
+    return _save_common(model, proc, Path(out))
 
 
 BUILDERS = {"qwen3_5": build_qwen3_5, "qwen2_5_vl": build_qwen2_5_vl, "llava": build_llava}

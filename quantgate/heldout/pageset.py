@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,6 +157,3 @@ def pageset_stats(ps: PageSet) -> dict:
         "height_range": [min(p.height for p in ps.pages), max(p.height for p in ps.pages)] if ps.pages else None,
     }
 
-
-def iter_pages(ps: PageSet, split: str | None) -> Iterator[PageRecord]:
-    yield from ps.split(split)

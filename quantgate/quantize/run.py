@@ -146,7 +146,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
                 r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
             plan.formats = {r["module"]: r["format"] for r in rows}
         files = file_hashes(tmp)
-        bf16_bytes = sum(v["bytes"] for k, v in file_hashes(model_dir).items() if k.endswith(".safetensors"))
+        # sizes only: the source weights were already hashed once, for the fingerprint
+        bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
         weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
         manifest = {
             "schema_version": 1, "kind": "quantgate.variant", "name": out.name,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError
@@ -48,15 +47,6 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
         raise InputError(f"{path}: no predictions match the pages of {ps.root} (split {split or 'all'}); "
                          "are the file names the page ids?")
     return preds
-
-
-@dataclass
-class ScoreSummary:
-    n_pages: int
-    n_scored: dict[str, int]
-    n_empty: int
-    n_missing: int
-    means: dict[str, float | None]
 
 
 def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric], split: str | None = None,
