@@ -43,13 +43,26 @@ def _bytes_to_unicode() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
-def build_tokenizer(specials: list[str]):
-    """Byte-level BPE over raw bytes (no merges): any text round-trips, one token per byte."""
+def build_tokenizer(specials: list[str], vocab_size: int | None = None):
+    """Byte-level BPE over raw bytes (no merges): any text round-trips, one token per byte.
+
+    ``vocab_size`` pads the vocabulary with filler tokens (lowercase strings no merge produces) so a
+    production-sized embedding/LM head (e.g. 248,320 rows) can be decoded from: random weights emit
+    any id, and every id must map to text.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     table = _bytes_to_unicode()
     vocab = {table[b]: b for b in range(256)}
+    if vocab_size:
+        n_fill = vocab_size - 256 - len(specials)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        for i in range(max(0, n_fill)):
+            word, j = "", i
+            for _ in range(4):
+                word, j = letters[j % 26] + word, j // 26
+            vocab["Ġ" + word] = 256 + i
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
@@ -95,7 +108,7 @@ def build_qwen3_5(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512, text
     head_dim, factor = 64, 0.25
     text = dict(vocab_size=VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=text_layers,
                 num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim, layer_types=layer_types,
-                linear_num_key_heads=8, linear_key_head_dim=32, linear_num_value_heads=16, linear_value_head_dim=16,
+                linear_num_key_heads=8, linear_key_head_dim=32, linear_num_value_heads=16, linear_value_head_dim=32,
                 linear_conv_kernel_dim=4, max_position_embeddings=4096, tie_word_embeddings=False,
                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": factor,
                                  "mrope_section": [3, 3, 2], "mrope_interleaved": True},

@@ -120,6 +120,8 @@ class RunManifest(Record):
     split: str
     prompt: str
     max_tokens: int
+    ignore_eos: bool = False  # fixed output length: speed runs on random weights
+    waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
     levels: list[LevelStats] = Field(default_factory=list)
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None

@@ -43,6 +43,8 @@ def register(sub) -> None:
     q.add_argument("--samples", type=int, help="calibration pages (default from the recipe, 32)")
     q.add_argument("--max-seq-len", type=int)
     q.add_argument("--prompt", help="the study's prompt, used for calibration")
+    q.add_argument("--device", default="auto", help="where the model sits while calibrating: auto (cuda when "
+                   "available, unless --pipeline sequential), cpu, cuda, cuda:1 ...")
     q.add_argument("--pipeline", choices=["basic", "sequential", "independent"],
                    help="llmcompressor pipeline; 'sequential' holds one decoder layer on the accelerator at a time")
     q.add_argument("--text-only", action="store_true", help="calibrate on truth text without images")
@@ -101,7 +103,7 @@ def cmd_quantize(a) -> int:
 
     m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
-                 trust_remote_code=a.trust_remote_code, log=lambda s: print(s, file=sys.stderr))
+                 trust_remote_code=a.trust_remote_code, device=a.device, log=lambda s: print(s, file=sys.stderr))
     v, s = m["verification"], m["size"]
     print(f"{a.output}: verified {v['modules_checked']} modules {v.get('formats', '')}; vision BF16: {v['vision_bf16']}; "
           f"weights {s['weights_bytes'] / 1e6:.1f} MB ({s['compression']}x smaller than the source); {m['wall_s']} s")

@@ -36,6 +36,10 @@ def register(sub) -> None:
     s.add_argument("--slo", type=float, default=10.0, help="p90 latency SLO in seconds (default 10)")
     s.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
     s.add_argument("--limit", type=int, help="only the first N pages of the split")
+    s.add_argument("--waves", type=float, help="speed sweeps: send only ceil(WAVES x concurrency) pages per level "
+                   "(at least 3) instead of every page at every level")
+    s.add_argument("--ignore-eos", action="store_true", help="ask the server to generate exactly --max-tokens "
+                   "(vLLM's ignore_eos): fixed output length for speed runs on random weights")
     s.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda:0, auto)")
     s.add_argument("--endpoint", help="openai backend: base URL, e.g. http://host:8000/v1")
     s.add_argument("--api-key-env", help="openai backend: environment variable holding the API key")
@@ -68,7 +72,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     try:
         m = serve_variant(a.variant, a.pages, backend, a.output, split=a.split, concurrency=a.concurrency,
                           max_tokens=a.max_tokens, prompt=a.prompt, slo_s=a.slo, timeout_s=a.timeout, limit=a.limit,
-                          overwrite=a.overwrite, on_level=on_level, log=lambda s: print(s, file=sys.stderr))
+                          overwrite=a.overwrite, ignore_eos=a.ignore_eos, waves=a.waves, on_level=on_level, log=lambda s: print(s, file=sys.stderr))
     finally:
         for b in bars:
             b.close()

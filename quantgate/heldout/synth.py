@@ -239,15 +239,29 @@ def render(blocks, rng: random.Random, width: int, font_name: str | None, base: 
     return img.convert("RGB")
 
 
+def fit_on_page(img, size: tuple[int, int]):
+    """Paste the rendered document on a fixed-size white page (shrunk first if it is taller)."""
+    from PIL import Image
+
+    w, h = size
+    if img.height > h:
+        img = img.resize((max(1, round(img.width * h / img.height)), h), Image.Resampling.LANCZOS)
+    page = Image.new("RGB", (w, h), (255, 255, 255))
+    page.paste(img, (0, 0))
+    return page
+
+
 def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 0.2, profile: str = "doc",
                 width: int | None = None, noise: float = 0.03, overwrite: bool = False,
-                progress: Callable[[str], None] | None = None) -> int:
+                page_size: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None) -> int:
     import imagehash
 
     if n < 1:
         raise InputError(f"--n must be at least 1, got {n}")
     if profile not in ("doc", "simple", "reader"):
         raise InputError(f"unknown profile {profile!r}: use doc, simple or reader")
+    if page_size and (profile == "reader" or min(page_size) < 64):
+        raise InputError("--page-size needs the doc or simple profile and sides of at least 64 px")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
@@ -271,7 +285,11 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
                 font = rng.choice(fonts)
                 w = width or (rng.choice([320, 384]) if profile == "simple" else rng.choice([640, 768, 896]))
                 base = rng.choice([16, 18]) if profile == "simple" else rng.choice([14, 16, 18, 20])
+                if page_size:
+                    w, base = page_size[0], round(base * page_size[0] / 768)
                 img = render(blocks, rng, w, font, base, noise)
+                if page_size:
+                    img = fit_on_page(img, page_size)
             buf = io.BytesIO()
             img.save(buf, format="PNG")
             data = buf.getvalue()

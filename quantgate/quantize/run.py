@@ -67,7 +67,7 @@ def read_manifest(variant: Path) -> dict | None:
 def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None = None,
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
-             trust_remote_code: bool = False, log=print) -> dict:
+             trust_remote_code: bool = False, device: str = "auto", log=print) -> dict:
     # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     import torch
@@ -107,7 +107,11 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
     try:
-        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16,
+        if device == "auto":
+            # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
+            # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
+            device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
+        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
                                                             trust_remote_code=trust_remote_code)
         processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
         cal_ids: list[str] = []

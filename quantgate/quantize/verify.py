@@ -110,9 +110,12 @@ def verify_checkpoint(model_dir: Path, plan: dict[str, str], kinds: dict[str, st
     tensors = checkpoint_tensors(model_dir)
     mapping = map_to_checkpoint(list(plan), _module_prefixes(tensors))
     problems, seen = [], {}
+    tied = cfg.get("tie_word_embeddings") or (cfg.get("text_config") or {}).get("tie_word_embeddings")
     for name, want in plan.items():
         key = mapping.get(name)
         got = format_of(tensors, key) if key else None
+        if got is None and want == "bf16" and tied and name.rsplit(".", 1)[-1] == "lm_head":
+            got = "bf16"  # tied to the embedding table, which is saved (and kept BF16) instead
         seen[name] = got
         if got != want:
             problems.append(f"{name} ({kinds.get(name, '?')}): planned {want}, checkpoint has {got or 'no tensors'}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -61,9 +62,17 @@ def _variant_notes(variant: Path, backend: Backend) -> list[str]:
     return notes
 
 
+def level_pages(pages: list, concurrency: int, waves: float | None) -> list:
+    """The pages one level sends: all of them, or ``waves`` × concurrency (at least 3, for a p90)."""
+    if waves is None:
+        return pages
+    return pages[: max(3, math.ceil(waves * concurrency))]
+
+
 def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path, *, split: str = "heldout",
                   concurrency: list[int] = (1,), max_tokens: int = DEFAULT_MAX_TOKENS, prompt: str | None = None,
                   slo_s: float = 10.0, timeout_s: float = 600.0, limit: int | None = None, overwrite: bool = False,
+                  ignore_eos: bool = False, waves: float | None = None,
                   on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
                   log: Callable[[str], None] = print) -> RunManifest:
     from quantgate.heldout import load_pageset
@@ -75,6 +84,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         check_model_dir(variant)
     if not concurrency or any(c < 1 for c in concurrency):
         raise InputError(f"--concurrency must list positive integers, got {list(concurrency)}")
+    if waves is not None and waves <= 0:
+        raise InputError(f"--waves must be positive, got {waves}")
     ps = load_pageset(pageset_dir)
     pages = ps.split(split)[: limit or None]
     if not pages:
@@ -85,14 +96,15 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     fingerprint = weights_fingerprint(variant) if not isinstance(backend, OpenAIBackend) else None
     manifest = RunManifest(variant=str(variant), variant_fingerprint=fingerprint, backend=backend.name, pageset=str(pageset_dir), pageset_sha256=ps_sha,
                            split=split, prompt=prompt, max_tokens=max_tokens, slo_p90_latency_s=slo_s,
+                           ignore_eos=ignore_eos, waves=waves,
                            server_version=desc.get("server_version"),
                            notes=list(desc.get("notes", [])) + _variant_notes(variant, backend))
     if (out / RUN).is_file():
         old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
         # Identity by content, not path: a moved study folder resumes instead of re-serving.
         ident = old.variant_fingerprint or old.variant
-        same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens) == \
-               (fingerprint or manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens)
+        same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens, old.ignore_eos) == \
+               (fingerprint or manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens, ignore_eos)
         if not same and not overwrite:
             raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                              f"{old.max_tokens}); choose another -o, or --overwrite to discard it")
@@ -100,7 +112,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
             (out / REQUESTS).unlink(missing_ok=True)
     records = load_records(out)
     done = {(r.page_id, r.concurrency) for r in records if r.error is None}  # failed ones are re-sent
-    todo = {c: [p for p in pages if (p.id, c) not in done] for c in concurrency}
+    todo = {c: [p for p in level_pages(pages, c, waves) if (p.id, c) not in done] for c in concurrency}
+    manifest.waves = waves
     session = uuid.uuid4().hex[:12]
 
     def loader(page):
@@ -119,7 +132,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                 base_url = backend.endpoint.rstrip("/")  # type: ignore[attr-defined]
             api_key = backend.api_key() if isinstance(backend, OpenAIBackend) else None
             spec = RequestSpec(base_url=base_url, model=backend.model_name(variant), prompt=prompt,
-                               max_tokens=max_tokens, timeout_s=timeout_s, api_key=api_key)
+                               max_tokens=max_tokens, timeout_s=timeout_s, api_key=api_key,
+                               extra_body={"ignore_eos": True} if ignore_eos else None)
             for c in concurrency:
                 if not todo[c]:
                     continue
