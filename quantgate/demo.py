@@ -18,6 +18,8 @@ def demo_study(pages: int, variants: list[str]) -> dict:
         "calibration_samples": 8, "backend": {"name": "transformers", "device": "cpu"},
         "concurrency": [1, 2], "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
         "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
+        # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
+        "lm_eval": {"page_task": True, "limit": 16, "margin": 0.05},
     }
 
 

@@ -66,6 +66,22 @@ class BackendSpec(_S):
     extra_args: list[str] = Field(default_factory=list)
 
 
+class LmEvalSpec(_S):
+    tasks: list[str] = Field(default_factory=list)  # lm-eval task names
+    include_path: str | None = None  # folder of local task YAML (offline: dataset_path: json + data_files)
+    page_task: bool = True  # add quantgate_page_heading, built from the study's page set
+    limit: int | None = None  # documents per task
+    concurrent: int = 1
+    margin: float = 0.02  # equivalence margin in each metric's units
+    margins: dict[str, float] = Field(default_factory=dict)  # per "metric" or "task/metric"
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not self.tasks and not self.page_task:
+            raise ValueError("lm_eval needs tasks, or page_task: true")
+        return self
+
+
 class Study(_S):
     schema_version: int = 1
     name: str
@@ -88,6 +104,7 @@ class Study(_S):
     seed: int = 0
     resamples: int = 10_000
     output: str | None = None
+    lm_eval: LmEvalSpec | None = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -185,18 +202,23 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         # 3. serve
         levels = list(st.concurrency)
         noise_level = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
+        def backend_for(v: VariantSpec):
+            b = st.backend
+            return make_backend(b.name, device=b.device, endpoint=b.endpoint, served_model=str(variants[v.name]),
+                                api_key_env=b.api_key_env, vllm_cmd=b.vllm_cmd,
+                                tensor_parallel_size=b.tensor_parallel_size, data_parallel_size=b.data_parallel_size,
+                                max_model_len=b.max_model_len, gpu_memory_utilization=b.gpu_memory_utilization,
+                                extra_args=list(b.extra_args) + list(v.server_args))
+
         for v in st.variants:
             lv = sorted(set(levels + ([noise_level] if v.name == st.baseline and noise_level else [])))
-            b = st.backend
-            backend = make_backend(b.name, device=b.device, endpoint=b.endpoint, served_model=str(variants[v.name]),
-                                   api_key_env=b.api_key_env, vllm_cmd=b.vllm_cmd,
-                                   tensor_parallel_size=b.tensor_parallel_size, data_parallel_size=b.data_parallel_size,
-                                   max_model_len=b.max_model_len, gpu_memory_utilization=b.gpu_memory_utilization,
-                                   extra_args=list(b.extra_args) + list(v.server_args))
+            backend = backend_for(v)
             log(f"[serve] {v.name} at concurrency {lv}")
             serve_variant(variants[v.name], pages_dir, backend, out / "runs" / v.name, split=st.split, concurrency=lv,
                           max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
                           limit=st.limit, overwrite=True, log=log)
+        if st.lm_eval:
+            _run_lmeval(st, out, pages_dir, variants, backend_for, log)
         if stop_after == "serve":
             return {}
         # 4. score (from the records; seconds)
@@ -226,11 +248,54 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
                                          margin=st.margins.get(m, 0.0), seed=st.seed, n_resamples=st.resamples,
                                          names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"))
                 verdicts.append({"variant": v.name, **verdict.model_dump()})
+        lm = _lmeval_verdicts(st, out) if st.lm_eval else None
         # 6. report
         worst = _worst_pages(st, ps, out, scores, c0)
-        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst)
+        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm)
         write_reports(report, out)
         return report
+
+
+def _run_lmeval(st: Study, out: Path, pages_dir: Path, variants: dict[str, Path], backend_for, log) -> None:
+    """lm-eval per variant through its own server; skipped when a finished run matches the weights."""
+    from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
+    from quantgate.lmeval.run import RESULT
+    from quantgate.serve.run import weights_fingerprint
+
+    spec = st.lm_eval
+    tasks, include = list(spec.tasks), (str(_rel(Path.cwd(), spec.include_path)) if spec.include_path else None)
+    if spec.page_task:
+        if include:
+            raise InputError("lm_eval: page_task and include_path cannot be combined (lm-eval takes one include "
+                             "path); set page_task: false or put your tasks beside the page task")
+        include = str(write_page_task(pages_dir, out / "lmeval" / "task", prompt=st.prompt, split=st.split,
+                                      limit=spec.limit, max_tokens=min(st.max_tokens, 64)))
+        tasks.append(PAGE_TASK)
+    for v in st.variants:
+        d = out / "lmeval" / v.name
+        if (d / RESULT).is_file():
+            old = json.loads((d / RESULT).read_text("utf-8"))
+            if (old.get("variant_fingerprint"), old.get("tasks"), old.get("limit")) == \
+                    (weights_fingerprint(variants[v.name]), tasks, spec.limit):
+                continue
+        log(f"[lm-eval] {v.name}: {', '.join(tasks)}")
+        run_lmeval(variants[v.name], backend_for(v), d, tasks=tasks, include_path=Path(include) if include else None,
+                   limit=spec.limit, concurrent=spec.concurrent, log=log)
+
+
+def _lmeval_verdicts(st: Study, out: Path) -> dict:
+    from quantgate.lmeval import compare_lmeval
+    from quantgate.lmeval.run import load_lmeval
+
+    spec = st.lm_eval
+    rows = []
+    for v in st.variants:
+        if v.name != st.baseline:
+            rows += [{"variant": v.name, **r} for r in compare_lmeval(
+                out / "lmeval" / st.baseline, out / "lmeval" / v.name, margins=spec.margins,
+                default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, names=(st.baseline, v.name))]
+    runs = {v.name: load_lmeval(out / "lmeval" / v.name)[0].model_dump() for v in st.variants}
+    return {"verdicts": rows, "runs": runs}
 
 
 def _worst_pages(st: Study, ps, out: Path, scores, c0: int, k: int = 3) -> dict[str, list[dict]]:

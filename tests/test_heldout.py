@@ -204,3 +204,14 @@ def test_tampered_image_is_reported(synth_pageset, tmp_path):
     ps = load_pageset(ps_dir)
     (ps_dir / ps.pages[0].image).write_bytes(b"not the same")
     assert any("changed since import" in p for p in check_pageset(ps))
+
+
+def test_synth_fixed_page_size_for_speed_runs(tmp_path):
+    synth_pages(tmp_path / "p", 4, seed=2, page_size=(600, 500), noise=0)
+    ps = load_pageset(tmp_path / "p")
+    assert {(p.width, p.height) for p in ps.pages} == {(600, 500)}
+    for p in ps.pages:  # pixels match the record, and the text is on the page (not a blank canvas)
+        img = Image.open(ps.image_path(p)).convert("L")
+        assert img.size == (600, 500) and img.getextrema()[0] < 64
+    with pytest.raises(InputError, match="--page-size"):
+        synth_pages(tmp_path / "r", 2, profile="reader", page_size=(600, 500))

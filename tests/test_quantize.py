@@ -199,3 +199,26 @@ def test_raw_llmcompressor_recipe_accepted(tiny_models, tmp_path):
     for r in m["plan"]["modules"]:
         fmts[r["kind"]].add(r["format"])
     assert fmts["mlp"] == {"fp8"} and fmts["vision"] == {"bf16"} and fmts["lm_head"] == {"bf16"}
+
+
+def _tie_embeddings(src, dst):
+    # The tiny Qwen3.5 with its LM head tied to the embedding table, as Qwen3.5-4B ships: no lm_head tensor.
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["tie_word_embeddings"] = cfg["text_config"]["tie_word_embeddings"] = True
+    (dst / "config.json").write_text(json.dumps(cfg))
+    w = {k: v for k, v in load_file(str(dst / "model.safetensors")).items() if k != "lm_head.weight"}
+    save_file(w, str(dst / "model.safetensors"), metadata={"format": "pt"})
+
+
+def test_tied_lm_head_verifies_but_a_missing_module_does_not(tiny_models, tmp_path):
+    _tie_embeddings(tiny_models["qwen3_5"], tmp_path / "tied")
+    quantize(tmp_path / "tied", "fp8-dynamic", tmp_path / "out", log=lambda s: None)  # raises if verification fails
+    assert verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})["formats"] == {"bf16": 1}
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    cfg["tie_word_embeddings"] = cfg["text_config"]["tie_word_embeddings"] = False  # now nothing stands in for it
+    (tmp_path / "out" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(VerificationError, match="lm_head.*no tensors"):
+        verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})

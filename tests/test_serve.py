@@ -176,3 +176,20 @@ def test_cli_serve_prints_table(pages, tmp_path):
     assert p.returncode == 0, err
     assert "pages/s" in out and "highest concurrency with p90 latency" in out
     assert len(out.strip().splitlines()) >= 4
+
+
+def test_speed_sweep_options_waves_and_ignore_eos(pages, tmp_path):
+    # --waves sends ceil(waves x c) pages per level (at least 3); --ignore-eos reaches the server and
+    # fixes the output length; both are part of the run's identity.
+    with _stub(tmp_path) as srv:
+        b = make_backend("openai", endpoint=srv.base_url, served_model="s")
+        m = serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1, 4], max_tokens=7, ignore_eos=True,
+                          waves=1.0, log=lambda s: None)
+        recs = [json.loads(x) for x in (tmp_path / "r" / "requests.jsonl").read_text().splitlines()]
+        assert sorted(r["concurrency"] for r in recs) == [1, 1, 1, 4, 4, 4, 4]
+        assert {(r["completion_tokens"], r["finish_reason"]) for r in recs} == {(7, "length")}
+        assert m.ignore_eos and m.waves == 1.0 and [lv.n_requests for lv in m.levels] == [3, 4]
+        with pytest.raises(InputError, match="--overwrite"):
+            serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1], max_tokens=7, log=lambda s: None)
+        with pytest.raises(InputError, match="--waves"):
+            serve_variant(Path("s"), pages, b, tmp_path / "r2", waves=0, log=lambda s: None)

@@ -88,12 +88,52 @@ def test_junit_and_markdown(demo):
 
     out, _ = demo
     suite = ET.parse(out / "junit.xml").getroot()
-    cases = suite.findall("testcase")
-    assert len(cases) == 6 and int(suite.get("failures")) == 3
+    cases = [c for c in suite.findall("testcase") if not c.get("name").startswith("lm-eval/")]
+    assert len(cases) == 6
     failed = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
     assert failed == {("quantgate.harmful-int2", m) for m in ("ned", "cer", "bow_f1")}
+    lm_cases = [c for c in suite.findall("testcase") if c.get("name").startswith("lm-eval/")]
+    assert len(lm_cases) == 2  # one lm-eval verdict per candidate variant (page task, exact_match)
     md = (out / "report.md").read_text()
     assert md.index("| variant | metric | verdict") < md.index("## Speed")
+
+
+def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
+    # Issue 10: lm-eval ran through each variant's transformers serve on the offline page task.
+    out, _ = demo
+    rep = json.loads((out / "summary.json").read_text())
+    lm = rep["lm_eval"]
+    res = lm["runs"]["bf16"]["results"]["quantgate_page_heading"]["exact_match,heading"]
+    assert res["n"] >= 5 and res["stderr"] is not None and res["value"] >= 0.8  # the reader reads headings
+    rows = {v["variant"]: v for v in lm["verdicts"]}
+    fp8 = rows["fp8-dynamic"]
+    assert fp8["task"] == "quantgate_page_heading" and fp8["higher_is_better"]
+    assert fp8["verdict"] == "within_noise" and fp8["recovery"] == pytest.approx(1.0)
+    assert fp8["ci_low"] <= fp8["delta"] <= fp8["ci_high"] and fp8["n"] == res["n"]
+    samples = (out / "lmeval" / "bf16" / "samples-quantgate_page_heading.jsonl").read_text().splitlines()
+    assert len(samples) == res["n"] and "exact_match,heading" in json.loads(samples[0])["metrics"]
+    md = (out / "report.md").read_text()
+    assert "## Standard benchmarks (lm-eval)" in md and "quantgate_page_heading" in md
+    assert "Standard benchmarks (lm-eval)" in (out / "report.html").read_text()
+    # the gate can require them; a report without them fails --lmeval as invalid
+    assert _qg("gate", str(out), "--variants", "fp8-dynamic", "--lmeval").returncode == 0
+    copy = tmp_path / "c"
+    shutil.copytree(out, copy)
+    summ = json.loads((copy / "summary.json").read_text())
+    for v in summ["variants"]:
+        v["path"] = str(copy / "variants" / v["name"])
+    summ["lm_eval"] = None
+    (copy / "summary.json").write_text(json.dumps(summ))
+    r = _qg("gate", str(copy), "--variants", "fp8-dynamic", "--lmeval")
+    assert r.returncode == 3 and "lm-eval" in r.stdout
+
+
+def test_lmeval_recovery_is_oriented_by_direction():
+    from quantgate.lmeval.compare import recovery
+
+    assert recovery(0.80, 0.78, higher_is_better=True) == pytest.approx(0.975)
+    assert recovery(10.0, 12.5, higher_is_better=False) == pytest.approx(0.8)  # perplexity up 25%: worse, < 1
+    assert recovery(0.0, 0.5, higher_is_better=True) is None
 
 
 def test_report_renders_in_headless_chromium(demo):

@@ -30,6 +30,7 @@ def register(sub) -> None:
     g.add_argument("--variants", help="comma list of variants to check (default: all)")
     g.add_argument("--require", choices=["within_noise"], default="within_noise",
                    help="what passes (within_noise: the interval clears the margin)")
+    g.add_argument("--lmeval", action="store_true", help="the study's lm-eval verdicts must pass too")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -74,7 +75,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
     from quantgate.reports import gate
 
     code, lines = gate(a.out, a.metrics.split(",") if a.metrics else None,
-                       a.variants.split(",") if a.variants else None)
+                       a.variants.split(",") if a.variants else None, lmeval=a.lmeval)
     for line in lines:
         print(line)
     print({0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED: inconclusive", 3: "INVALID"}[code])

@@ -12,7 +12,9 @@ from quantgate.reports.model import load_summary, rehash
 PASS, REGRESSION, INCONCLUSIVE, INVALID = 0, 1, 2, 3
 
 
-def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None = None) -> tuple[int, list[str]]:
+def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None = None,
+         lmeval: bool = False) -> tuple[int, list[str]]:
+    """``lmeval``: lm-eval verdicts count too (and their absence makes the gate fail with 3)."""
     rep = load_summary(out)
     lines: list[str] = []
     changed = rehash(rep)
@@ -24,6 +26,11 @@ def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None
                and (not variants or v["variant"] in variants)]
     if not checked:
         return INVALID, [f"no verdict matches metrics={metrics} variants={variants}"]
+    if lmeval:
+        lm = [v for v in (rep.get("lm_eval") or {}).get("verdicts", []) if not variants or v["variant"] in variants]
+        if not lm:
+            return INVALID, ["--lmeval: the study has no lm-eval verdicts (add an lm_eval: section and rerun it)"]
+        checked = checked + [{**v, "metric": f"lm-eval {v['task']} {v['metric']}"} for v in lm]
     for v in checked:
         lines.append(f"{v['verdict']:<13} {v['variant']} {v['metric']}: delta {v['delta']:+.4f} "
                      f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}], margin {v['margin']:.4f}, n {v['n']}")

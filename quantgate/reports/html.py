@@ -120,7 +120,9 @@ def render_html(r: dict) -> str:
         h.append(f"<tr class='{v['verdict']}'><td>{e(v['variant'])}</td><td>{e(v['metric'])} "
                  f"{'↑' if v['higher_is_better'] else '↓'}</td><td><b>{WORD[v['verdict']]}</b>{need}</td><td>{v['delta']:+.4f}</td>"
                  f"<td>[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]</td><td>{v['margin']:.4f}</td><td>{nf}</td><td>{v['n']}</td></tr>")
-    h.append("</table><h2>Plots</h2><div class='plots'>")
+    h.append("</table>")
+    h += _lmeval_html(r)
+    h.append("<h2>Plots</h2><div class='plots'>")
     for title, svg in _plots(r):
         h.append(f"<figure><figcaption>{e(title)}</figcaption>{svg}</figure>")
     h.append("</div><h2>Speed</h2><table><tr><th>variant</th><th>concurrency</th><th>pages/s</th><th>speedup</th>"
@@ -163,3 +165,23 @@ def render_html(r: dict) -> str:
                          for f, s in v["files"].items() if f.endswith(".safetensors")))
     h.append("</table></body></html>")
     return "\n".join(h)
+
+
+def _lmeval_html(r: dict) -> list[str]:
+    lm = r.get("lm_eval")
+    if not lm:
+        return []
+    e = html.escape
+    f = lambda x, spec=".4f": "–" if x is None else format(x, spec)  # noqa: E731
+    h = ["<h2>Standard benchmarks (lm-eval)</h2><p><small>score ± lm-eval's stderr; recovery oriented so 1.0 is "
+         "parity; verdict: paired bootstrap over the logged samples</small></p><table><tr><th>variant</th><th>task</th>"
+         "<th>metric</th><th>baseline</th><th>candidate</th><th>recovery</th><th>verdict</th><th>Δ</th><th>90% CI</th>"
+         "<th>margin</th><th>n</th></tr>"]
+    for v in lm["verdicts"]:
+        h.append(f"<tr class='{v['verdict']}'><td>{e(v['variant'])}</td><td>{e(v['task'])}</td><td>{e(v['metric'])} "
+                 f"{'↑' if v['higher_is_better'] else '↓'}</td><td>{v['baseline']:.4f} ± {f(v['baseline_stderr'])}</td>"
+                 f"<td>{v['candidate']:.4f} ± {f(v['candidate_stderr'])}</td><td>{f(v['recovery'], '.3f')}</td>"
+                 f"<td><b>{WORD[v['verdict']]}</b></td><td>{v['delta']:+.4f}</td><td>[{v['ci_low']:+.4f}, "
+                 f"{v['ci_high']:+.4f}]</td><td>{v['margin']:.4f}</td><td>{v['n']}</td></tr>")
+    h.append("</table>")
+    return h

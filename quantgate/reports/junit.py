@@ -6,7 +6,8 @@ import xml.etree.ElementTree as ET
 
 
 def render_junit(r: dict) -> str:
-    vs = r["verdicts"]
+    vs = list(r["verdicts"]) + [{**v, "metric": f"lm-eval/{v['task']}/{v['metric']}"}
+                                for v in (r.get("lm_eval") or {}).get("verdicts", [])]
     suite = ET.Element("testsuite", name=f"quantgate.{r['study']['name']}", tests=str(len(vs)),
                        failures=str(sum(v["verdict"] == "regression" for v in vs)),
                        skipped=str(sum(v["verdict"] == "inconclusive" for v in vs)), errors="0")

@@ -22,6 +22,7 @@ def render_markdown(r: dict) -> str:
         need = f" (≈{v['pages_needed']} pages to decide)" if v.get("pages_needed") else ""
         lines.append(f"| {v['variant']} | {v['metric']} {better} | {ICON[v['verdict']]}{need} | {v['delta']:+.4f} | "
                      f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}] | {v['margin']:.4f} | {_f(v['noise_floor'])} | {v['n']} |")
+    lines += _lmeval_lines(r)
     lines += ["", "## Speed", "",
               "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
               "|---|---|---|---|---|---|---|---|"]
@@ -44,3 +45,20 @@ def render_markdown(r: dict) -> str:
               f"{p['packages'].get('quantgate')}, commit {(p['git_commit'] or '?')[:10]}, page set "
               f"{p['pageset_sha256'][:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _lmeval_lines(r: dict) -> list[str]:
+    lm = r.get("lm_eval")
+    if not lm:
+        return []
+    out = ["", "## Standard benchmarks (lm-eval)", "",
+           "Score ± lm-eval's stderr; recovery = candidate/baseline oriented so 1.0 is parity; the verdict is a "
+           "paired bootstrap over the logged samples.", "",
+           "| variant | task | metric | baseline | candidate | recovery | verdict | Δ | 90% CI | margin | n |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for v in lm["verdicts"]:
+        out.append(f"| {v['variant']} | {v['task']} | {v['metric']} {'↑' if v['higher_is_better'] else '↓'} | "
+                   f"{v['baseline']:.4f} ± {_f(v['baseline_stderr'])} | {v['candidate']:.4f} ± {_f(v['candidate_stderr'])} | "
+                   f"{_f(v['recovery'], '.3f')} | {ICON[v['verdict']]} | {v['delta']:+.4f} | "
+                   f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}] | {v['margin']:.4f} | {v['n']} |")
+    return out

@@ -35,7 +35,8 @@ def _git_commit() -> str | None:
 
 
 def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
-                 compare_level: int, noise_level: int | None, worst: dict[str, list[dict]]) -> dict:
+                 compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
+                 lm_eval: dict | None = None) -> dict:
     variants = []
     runs: dict[str, dict] = {}
     for name, vdir in variant_dirs.items():
@@ -61,7 +62,8 @@ def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[s
     return {
         "schema_version": SCHEMA_VERSION, "kind": "quantgate.report", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "study": study, "baseline": base, "compare_level": compare_level, "noise_level": noise_level,
-        "complete": len(verdicts) == expected, "verdicts": verdicts, "variants": variants, "worst_pages": worst,
+        "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
+        "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": _versions(), "git_commit": _git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": "paired percentile bootstrap over pages, 90% interval (two one-sided 5% tests), "
                                      "margin = max(study margin, baseline noise floor)"},

@@ -34,6 +34,9 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
         if hit and fault == "notopenai":
             return JSONResponse({"result": "I am not an OpenAI server"})
         words = text.split(" ")
+        if body.get("ignore_eos"):  # like vLLM: exactly max_tokens tokens, then finish_reason "length"
+            words = ["w"] * int(body.get("max_tokens") or 16)
+        finish = "length" if body.get("ignore_eos") else "stop"
 
         async def stream():
             yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'role': 'assistant'}}]})}\n\n"
@@ -42,7 +45,7 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
                 yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n"
             if hit and fault == "badchunk":
                 yield "data: {this is not json\n\n"
-            yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}], 'usage': {'prompt_tokens': 100, 'completion_tokens': len(words)}})}\n\n"
+            yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}], 'usage': {'prompt_tokens': 100, 'completion_tokens': len(words)}})}\n\n"
             yield "data: [DONE]\n\n"
 
         if not body.get("stream"):

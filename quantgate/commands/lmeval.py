@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from quantgate.cli import existing_path
+
+
+def register(sub) -> None:
+    s = sub.add_parser("lmeval", help="standard benchmarks (lm-eval) on a variant's server, per-sample logged",
+                       description="Start a server for VARIANT (or use a running one with --backend openai "
+                       "--endpoint URL) and run lm-eval tasks through it (lm-eval's chat-completions client), "
+                       "logging every sample so variants can be paired. --page-task PAGES adds "
+                       "'quantgate_page_heading', a small offline task built from a page set. Rerunning resumes "
+                       "from lm-eval's response cache in OUT.",
+                       epilog="then: quantgate lmeval-compare BASE_OUT CAND_OUT  (paired verdict per task and metric)")
+    s.add_argument("variant", type=Path, help="model folder (for --backend openai: the served model name)")
+    s.add_argument("--tasks", default="", help="comma-separated lm-eval task names")
+    s.add_argument("--include-path", type=existing_path, help="folder of local task YAML (dataset_path: json)")
+    s.add_argument("--page-task", type=existing_path, metavar="PAGES", help="also run quantgate_page_heading on "
+                   "this page set's held-out split")
+    s.add_argument("--limit", type=int, help="at most N documents per task")
+    s.add_argument("--concurrent", type=int, default=1, help="requests in flight (lm-eval num_concurrent)")
+    s.add_argument("-o", "--output", required=True, type=Path)
+    s.add_argument("--backend", default="transformers", choices=["transformers", "vllm", "openai"])
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--endpoint", help="openai backend: base URL, e.g. http://host:8000/v1")
+    s.add_argument("--api-key-env")
+    s.add_argument("--vllm-cmd")
+    s.add_argument("--server-arg", action="append", default=[])
+    s.set_defaults(func=cmd_lmeval)
+
+    c = sub.add_parser("lmeval-compare", help="paired verdicts between two lmeval outputs",
+                       description="Per task and metric: both scores with lm-eval's stderr, the recovery ratio "
+                       "(1.0 = parity, oriented by the metric's direction) and a paired bootstrap verdict over "
+                       "the logged samples. Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
+    c.add_argument("baseline", type=existing_path)
+    c.add_argument("candidate", type=existing_path)
+    c.add_argument("--margin", type=float, default=0.0, help="equivalence margin in the metric's units")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compare)
+
+
+def cmd_lmeval(a: argparse.Namespace) -> int:
+    from quantgate.errors import InputError
+    from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
+    from quantgate.records import DEFAULT_PROMPT
+    from quantgate.serve import make_backend
+
+    tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
+    include = a.include_path
+    if a.page_task:
+        if include:
+            raise InputError("--page-task writes its own include path; run your --include-path tasks separately")
+        include = write_page_task(a.page_task, a.output / "task", prompt=DEFAULT_PROMPT)
+        tasks.append(PAGE_TASK)
+    backend = make_backend(a.backend, device=a.device, endpoint=a.endpoint, served_model=str(a.variant),
+                           api_key_env=a.api_key_env, vllm_cmd=a.vllm_cmd, extra_args=a.server_arg)
+    run = run_lmeval(a.variant, backend, a.output, tasks=tasks, include_path=include, limit=a.limit,
+                     concurrent=a.concurrent, log=lambda s: print(s, file=sys.stderr))
+    print(f"{'task':<28}{'metric':<28}{'value':>8}{'stderr':>9}{'n':>6}")
+    for task, ms in run.results.items():
+        for k, m in ms.items():
+            err = "–" if m.stderr is None else f"{m.stderr:.4f}"
+            print(f"{task:<28}{k:<28}{m.value:>8.4f}{err:>9}{m.n:>6}")
+    print(f"-> {a.output}/lmeval.json")
+    return 0
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    import json
+
+    from quantgate.lmeval import compare_lmeval
+
+    rows = compare_lmeval(a.baseline, a.candidate, default_margin=a.margin, seed=a.seed)
+    if a.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            rec = "–" if r["recovery"] is None else f"{r['recovery']:.3f}"
+            print(f"{r['verdict']:<13} {r['task']} {r['metric']}: {r['baseline']:.4f} -> {r['candidate']:.4f} "
+                  f"(recovery {rec}), delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
+                  f"margin {r['margin']:.4f}, n {r['n']}")
+    verdicts = {r["verdict"] for r in rows}
+    return 1 if "regression" in verdicts else 2 if "inconclusive" in verdicts or not rows else 0

@@ -1,0 +1,53 @@
+"""lm-eval results of a variant against the baseline's: score ± lm-eval's stderr, a recovery ratio,
+and a paired verdict from the per-sample logs.
+
+The recovery ratio is oriented so that 1.0 is parity and above 1 is better whatever the metric's
+direction (candidate/baseline when higher is better, baseline/candidate when lower is better); it is
+shown beside the verdict, never instead of it: a ratio is a point estimate, the verdict carries the
+paired confidence interval and the margin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from quantgate.errors import InputError
+from quantgate.lmeval.run import load_lmeval
+from quantgate.scoring.compare import compare_scores
+
+
+def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
+    num, den = (cand, base) if higher_is_better else (base, cand)
+    return num / den if den else None
+
+
+def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str, float] | None = None,
+                   default_margin: float = 0.0, seed: int = 0, n_resamples: int = 10_000,
+                   names: tuple[str, str] = ("baseline", "candidate")) -> list[dict]:
+    """One row per task × metric (``metric,filter`` as lm-eval names it)."""
+    margins = margins or {}
+    brun, bs = load_lmeval(baseline_dir)
+    crun, cs = load_lmeval(candidate_dir)
+    rows = []
+    for task, bmetrics in brun.results.items():
+        if task not in crun.results:
+            raise InputError(f"{candidate_dir}: no lm-eval results for task {task!r} (baseline has them); rerun lmeval")
+        for key, b in bmetrics.items():
+            c = crun.results[task].get(key)
+            if c is None:
+                continue
+            name = key.split(",")[0]
+            margin = margins.get(f"{task}/{name}", margins.get(name, default_margin))
+            base_rows = {d: {key: m.get(key)} for d, m in bs.get(task, {}).items()}
+            cand_rows = {d: {key: m.get(key)} for d, m in cs.get(task, {}).items()}
+            v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
+                               names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
+            rows.append({"task": task, "metric": key, "baseline": b.value, "baseline_stderr": b.stderr,
+                         "candidate": c.value, "candidate_stderr": c.stderr,
+                         "recovery": recovery(b.value, c.value, b.higher_is_better), **_verdict_fields(v)})
+    return rows
+
+
+def _verdict_fields(v) -> dict:
+    d = v.model_dump()
+    return {k: d[k] for k in ("verdict", "higher_is_better", "n", "delta", "ci_low", "ci_high", "margin",
+                              "confidence", "seed", "n_resamples", "missing_pages")}

@@ -1,0 +1,168 @@
+"""Run lm-eval against a variant's OpenAI-compatible server (started here, or one already running).
+
+lm-eval does the evaluation (``simple_evaluate`` with ``local-chat-completions``); quantgate starts
+and stops the server, keeps lm-eval's response cache in the output folder (so a killed run resumes
+without re-asking the server), and writes two things a later comparison needs:
+``lmeval.json`` (scores with lm-eval's stderr, versions, settings) and one ``samples-<task>.jsonl``
+per task (per-sample metric values keyed by document id)."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from quantgate.errors import InputError
+from quantgate.fileio import atomic_write_json, atomic_write_text
+from quantgate.records import SCHEMA_VERSION, Record
+
+RESULT = "lmeval.json"
+
+
+class MetricResult(Record):
+    value: float
+    stderr: float | None = None
+    higher_is_better: bool
+    n: int
+
+
+class LmEvalRun(Record):
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["quantgate.lmeval"] = "quantgate.lmeval"
+    variant: str
+    variant_fingerprint: str | None = None
+    backend: str
+    tasks: list[str]
+    include_path: str | None = None
+    limit: int | None = None
+    lm_eval_version: str
+    results: dict[str, dict[str, MetricResult]] = Field(default_factory=dict)  # task -> "metric,filter" -> result
+    samples: dict[str, str] = Field(default_factory=dict)  # task -> samples file name
+
+
+def _num(x):
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _sample_id(s: dict) -> str:
+    doc = s.get("doc") or {}
+    return str(doc.get("doc_id", s.get("doc_id")))
+
+
+MODEL = "quantgate-chat"
+
+
+def _register_model() -> None:
+    """lm-eval's ``local-chat-completions`` minus an empty ``stop`` field: transformers serve 5.17
+    builds a stop-string criterion from any ``stop`` it receives, which fails with VLM processors."""
+    from lm_eval.api import registry
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    if MODEL in registry.MODEL_REGISTRY:
+        return
+
+    class QuantgateChat(LocalChatCompletion):
+        def _create_payload(self, *args, **kwargs):
+            payload = super()._create_payload(*args, **kwargs)
+            if not payload.get("stop"):
+                payload.pop("stop", None)
+            return payload
+
+    registry.register_model(MODEL)(QuantgateChat)
+
+
+def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_path: Path | None = None,
+               limit: int | None = None, concurrent: int = 1, log=print) -> LmEvalRun:
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from quantgate.serve.backends import OpenAIBackend
+    from quantgate.serve.run import weights_fingerprint
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not tasks:
+        raise InputError("lm-eval needs at least one task (--tasks T1,T2)")
+    tm = TaskManager(include_path=str(include_path) if include_path else None)
+    unknown = [t for t in tasks if t not in tm.all_tasks]
+    if unknown:
+        raise InputError(f"unknown lm-eval task(s) {unknown}; local tasks need --include-path DIR holding their YAML")
+    is_endpoint = isinstance(backend, OpenAIBackend)
+    server = None if is_endpoint else backend.server(Path(variant), out / "server.log")
+    try:
+        if server is not None:
+            log(f"starting {server.name} for lm-eval …")
+            server.start()
+            base = server.base_url
+        else:
+            base = backend.endpoint.rstrip("/")
+        model_args = {"base_url": f"{base}/chat/completions", "model": backend.model_name(Path(variant)),
+                      "max_images": 1, "num_concurrent": concurrent, "max_retries": 3, "tokenized_requests": False,
+                      # no client-side tokenizer: lm-eval needs none for image tasks, and its EOS stop string
+                      # would reach transformers serve, which fails on stop strings with VLM processors
+                      "tokenizer_backend": None}
+        if is_endpoint and backend.api_key_env:
+            import os
+
+            model_args["api_key"] = os.environ.get(backend.api_key_env, "")  # read by lm-eval as a model arg
+        _register_model()
+        res = lm_eval.simple_evaluate(model=MODEL, model_args=model_args, tasks=tasks,
+                                      task_manager=tm, limit=limit, log_samples=True, apply_chat_template=True,
+                                      use_cache=str(out / "lm_cache"), random_seed=0, numpy_random_seed=0,
+                                      torch_random_seed=0, fewshot_random_seed=0)
+    finally:
+        if server is not None:
+            server.stop()
+    run = LmEvalRun(variant=str(variant), variant_fingerprint=None if is_endpoint else weights_fingerprint(Path(variant)),
+                    backend=backend.name, tasks=tasks, include_path=str(include_path) if include_path else None,
+                    limit=limit, lm_eval_version=md.version("lm_eval"))
+    hib = res.get("higher_is_better", {})
+    for task in tasks:
+        samples = res.get("samples", {}).get(task, [])
+        metrics = {}
+        for key, val in res["results"].get(task, {}).items():
+            if "," not in key or key.split(",")[0].endswith("_stderr") or _num(val) is None:
+                continue
+            name, filt = key.split(",", 1)
+            err = _num(res["results"][task].get(f"{name}_stderr,{filt}"))
+            metrics[key] = MetricResult(value=float(val), stderr=err, higher_is_better=bool(hib.get(task, {}).get(name, True)),
+                                        n=len(samples))
+        run.results[task] = metrics
+        rows = []
+        for s in samples:
+            row = {"doc_id": _sample_id(s), "target": s.get("target")}
+            resp = s.get("filtered_resps")
+            row["response"] = resp[0] if isinstance(resp, list) and resp else resp
+            row["metrics"] = {f"{k.split(',')[0]},{s.get('filter', 'none')}": _num(s[k.split(',')[0]])
+                              for k in metrics if k.split(",")[1] == s.get("filter", "none") and k.split(",")[0] in s}
+            rows.append(row)
+        name = f"samples-{task}.jsonl"
+        atomic_write_text(out / name, "".join(json.dumps(r, default=str) + "\n" for r in rows))
+        run.samples[task] = name
+    atomic_write_json(out / RESULT, run.model_dump())
+    return run
+
+
+def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
+    """The run record and, per task, per-sample metric values keyed by document id."""
+    from quantgate.records import parse_record
+
+    f = Path(out) / RESULT
+    if not f.is_file():
+        raise InputError(f"{out}: no {RESULT}; run `quantgate lmeval` first")
+    run = parse_record(LmEvalRun, json.loads(f.read_text("utf-8")), where=str(f))
+    samples: dict[str, dict[str, dict]] = {}
+    for task, name in run.samples.items():
+        from quantgate.fileio import read_jsonl, safe_join
+
+        path = safe_join(Path(out), name, what=f"{f}: samples.{task}")
+        samples[task] = {r["doc_id"]: r["metrics"] for _, r in read_jsonl(path)}
+    return run, samples
