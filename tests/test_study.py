@@ -128,6 +128,15 @@ def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
     assert r.returncode == 3 and "lm-eval" in r.stdout
 
 
+def test_lmeval_cli(demo, tmp_path):
+    out, _ = demo
+    r = _qg("lmeval-compare", str(out / "lmeval" / "bf16"), str(out / "lmeval" / "fp8-dynamic"), "--margin", "0.05")
+    assert r.returncode == 0 and "within_noise" in r.stdout and "recovery 1.000" in r.stdout
+    r = _qg("lmeval", str(out / "variants" / "bf16"), "--tasks", "no_such_task_xyz", "-o", str(tmp_path / "x"),
+            timeout=300)
+    assert r.returncode == 2 and "unknown lm-eval task" in r.stderr and "--include-path" in r.stderr
+
+
 def test_lmeval_recovery_is_oriented_by_direction():
     from quantgate.lmeval.compare import recovery
 
