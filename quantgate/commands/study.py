@@ -36,7 +36,8 @@ def register(sub) -> None:
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
                        description="Synthesize reader pages, build bf16 / fp8-dynamic / nvfp4 / mixed / harmful-int2 "
                        "variants of the bundled tiny Qwen3.5 reader, serve each with transformers serve at two "
-                       "concurrency levels, score, compare with BF16 and write the report. No network.")
+                       "concurrency levels, run lm-eval's offline page-heading task through each server, score, compare with "
+                       "BF16 and write the report. No network.")
     d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
     d.add_argument("--pages", type=int, default=40, help="synthetic pages (80%% held out; default 40)")
     d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
@@ -50,6 +51,14 @@ def _print_verdicts(rep: dict) -> None:
     for v in rep["verdicts"]:
         print(f"{v['variant']:<16}{v['metric']:<9}{ICON[v['verdict']]:<20}{v['delta']:>+9.4f}   "
               f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]  {v['margin']:.4f}  {v['n']:>4}")
+    lm = (rep.get("lm_eval") or {}).get("verdicts", [])
+    if lm:
+        print("lm-eval (paired over the logged samples):")
+    for v in lm:
+        rec = "–" if v["recovery"] is None else f"{v['recovery']:.3f}"
+        print(f"{v['variant']:<16}{v['task']} {v['metric']}: {v['baseline']:.3f} -> {v['candidate']:.3f} "
+              f"(recovery {rec})  {ICON[v['verdict']]}  {v['delta']:+.4f} [{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]"
+              f"  margin {v['margin']:.4f}  n {v['n']}")
 
 
 def cmd_study(a: argparse.Namespace) -> int:
