@@ -98,28 +98,37 @@ def _qwen_image_processor(max_pixels: int):
 
 
 def build_qwen3_5(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512, text_layers: int = 4,
-                  hidden: int = 256, vision_depth: int = 2, vision_hidden: int = 128) -> Path:
+                  hidden: int = 256, vision_depth: int = 2, vision_hidden: int = 128, vocab_size: int | None = None,
+                  text_overrides: dict | None = None, vision_overrides: dict | None = None,
+                  device: str = "cpu") -> Path:
+    """The tiny Qwen3.5 VLM; the overrides build other shapes of the same family (the 4B-class speed
+    model in benchmarks/gpu/build_qwen3_5_4b.py), ``device`` initialises the weights there."""
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3VLProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-    tok = build_tokenizer(QWEN_SPECIALS)
-    layer_types = [("full_attention" if (i + 1) % 4 == 0 else "linear_attention") for i in range(text_layers)]
-    head_dim, factor = 64, 0.25
-    text = dict(vocab_size=VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=text_layers,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim, layer_types=layer_types,
+    tok = build_tokenizer(QWEN_SPECIALS, vocab_size=vocab_size)
+    text = dict(vocab_size=vocab_size or VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
+                num_hidden_layers=text_layers, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                 linear_num_key_heads=8, linear_key_head_dim=32, linear_num_value_heads=16, linear_value_head_dim=32,
                 linear_conv_kernel_dim=4, max_position_embeddings=4096, tie_word_embeddings=False,
-                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": factor,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
                                  "mrope_section": [3, 3, 2], "mrope_interleaved": True},
                 eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"))
-    assert sum(text["rope_parameters"]["mrope_section"]) == head_dim * factor / 2
+    text.update(text_overrides or {})
+    layers = text["num_hidden_layers"]
+    text.setdefault("layer_types", ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)])
+    rope = text["rope_parameters"]
+    assert sum(rope["mrope_section"]) == text["head_dim"] * rope["partial_rotary_factor"] / 2
     vision = dict(depth=vision_depth, hidden_size=vision_hidden, intermediate_size=2 * vision_hidden, num_heads=4,
-                  patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=hidden,
+                  patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=text["hidden_size"],
                   num_position_embeddings=1024)
-    cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False, **_qwen_ids(tok))
+    vision.update(vision_overrides or {})
+    cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=text["tie_word_embeddings"],
+                        **_qwen_ids(tok))
     torch.manual_seed(seed)
-    model = Qwen3_5ForConditionalGeneration(cfg).to(torch.bfloat16)
+    with torch.device(device):
+        model = Qwen3_5ForConditionalGeneration(cfg).to(torch.bfloat16)
     proc = Qwen3VLProcessor(image_processor=_qwen_image_processor(max_pixels), tokenizer=tok,
                             video_processor=Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2),
                             chat_template=QWEN_TEMPLATE)

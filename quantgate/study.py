@@ -218,7 +218,7 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
                           max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
                           limit=st.limit, overwrite=True, log=log)
         if st.lm_eval:
-            _run_lmeval(st, out, pages_dir, variants, backend_for, log)
+            _run_lmeval(st, base, out, pages_dir, variants, backend_for, log)
         if stop_after == "serve":
             return {}
         # 4. score (from the records; seconds)
@@ -256,14 +256,16 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         return report
 
 
-def _run_lmeval(st: Study, out: Path, pages_dir: Path, variants: dict[str, Path], backend_for, log) -> None:
+def _run_lmeval(st: Study, base: Path, out: Path, pages_dir: Path, variants: dict[str, Path], backend_for,
+                log) -> None:
     """lm-eval per variant through its own server; skipped when a finished run matches the weights."""
     from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
     from quantgate.lmeval.run import RESULT
     from quantgate.serve.run import weights_fingerprint
 
     spec = st.lm_eval
-    tasks, include = list(spec.tasks), (str(_rel(Path.cwd(), spec.include_path)) if spec.include_path else None)
+    # like every other path in a study, include_path is relative to the study file
+    tasks, include = list(spec.tasks), (str(_rel(base, spec.include_path)) if spec.include_path else None)
     if spec.page_task:
         if include:
             raise InputError("lm_eval: page_task and include_path cannot be combined (lm-eval takes one include "

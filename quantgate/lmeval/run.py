@@ -17,8 +17,8 @@ from typing import Literal
 from pydantic import Field
 
 from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_json, atomic_write_text
-from quantgate.records import SCHEMA_VERSION, Record
+from quantgate.fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join
+from quantgate.records import SCHEMA_VERSION, Record, parse_record
 
 RESULT = "lmeval.json"
 
@@ -138,12 +138,13 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
         run.results[task] = metrics
         rows = []
         for s in samples:
-            row = {"doc_id": _sample_id(s), "target": s.get("target")}
+            # lm-eval logs one sample per filter, its metric values under the bare metric name
+            filt = s.get("filter", "none")
             resp = s.get("filtered_resps")
-            row["response"] = resp[0] if isinstance(resp, list) and resp else resp
-            row["metrics"] = {f"{k.split(',')[0]},{s.get('filter', 'none')}": _num(s[k.split(',')[0]])
-                              for k in metrics if k.split(",")[1] == s.get("filter", "none") and k.split(",")[0] in s}
-            rows.append(row)
+            rows.append({"doc_id": _sample_id(s), "target": s.get("target"),
+                         "response": resp[0] if isinstance(resp, list) and resp else resp,
+                         "metrics": {key: _num(s[key.split(",")[0]]) for key in metrics
+                                     if key.split(",")[1] == filt and key.split(",")[0] in s}})
         name = f"samples-{task}.jsonl"
         atomic_write_text(out / name, "".join(json.dumps(r, default=str) + "\n" for r in rows))
         run.samples[task] = name
@@ -153,16 +154,12 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
 
 def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
     """The run record and, per task, per-sample metric values keyed by document id."""
-    from quantgate.records import parse_record
-
     f = Path(out) / RESULT
     if not f.is_file():
         raise InputError(f"{out}: no {RESULT}; run `quantgate lmeval` first")
     run = parse_record(LmEvalRun, json.loads(f.read_text("utf-8")), where=str(f))
     samples: dict[str, dict[str, dict]] = {}
     for task, name in run.samples.items():
-        from quantgate.fileio import read_jsonl, safe_join
-
         path = safe_join(Path(out), name, what=f"{f}: samples.{task}")
         samples[task] = {r["doc_id"]: r["metrics"] for _, r in read_jsonl(path)}
     return run, samples

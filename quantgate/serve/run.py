@@ -38,16 +38,26 @@ def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
     return [r for r in recs if last[(r.page_id, r.concurrency)] is r]
 
 
+_FINGERPRINTS: dict[tuple, str] = {}
+
+
 def weights_fingerprint(variant: Path) -> str:
-    """sha256 over the variant's weight files (names and contents)."""
+    """sha256 over the variant's weight files (names and contents).
+
+    Memoised per process on each file's (name, size, mtime): a study asks for it when quantizing,
+    serving and running lm-eval, and hashing a 9 GB checkpoint three times is a minute of nothing."""
     import hashlib
 
     from quantgate.fileio import sha256_file
 
-    h = hashlib.sha256()
-    for f in sorted(Path(variant).glob("*.safetensors")):
-        h.update(f.name.encode() + b"\0" + sha256_file(f).encode())
-    return h.hexdigest()
+    files = sorted(Path(variant).glob("*.safetensors"))
+    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if key not in _FINGERPRINTS:
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.name.encode() + b"\0" + sha256_file(f).encode())
+        _FINGERPRINTS[key] = h.hexdigest()
+    return _FINGERPRINTS[key]
 
 
 def _variant_notes(variant: Path, backend: Backend) -> list[str]:
