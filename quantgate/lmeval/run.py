@@ -12,36 +12,13 @@ import importlib.metadata as md
 import json
 import math
 from pathlib import Path
-from typing import Literal
-
-from pydantic import Field
 
 from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join
-from quantgate.records import SCHEMA_VERSION, Record, parse_record
+from quantgate.records_files import LmEvalRun, MetricResult, read_record_file
 
 RESULT = "lmeval.json"
-
-
-class MetricResult(Record):
-    value: float
-    stderr: float | None = None
-    higher_is_better: bool
-    n: int
-
-
-class LmEvalRun(Record):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["quantgate.lmeval"] = "quantgate.lmeval"
-    variant: str
-    variant_fingerprint: str | None = None
-    backend: str
-    tasks: list[str]
-    include_path: str | None = None
-    limit: int | None = None
-    lm_eval_version: str
-    results: dict[str, dict[str, MetricResult]] = Field(default_factory=dict)  # task -> "metric,filter" -> result
-    samples: dict[str, str] = Field(default_factory=dict)  # task -> samples file name
+__all__ = ["RESULT", "LmEvalRun", "MetricResult", "load_lmeval", "run_lmeval"]  # the records live in records_files
 
 
 def _num(x):
@@ -155,9 +132,7 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
 def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
     """The run record and, per task, per-sample metric values keyed by document id."""
     f = Path(out) / RESULT
-    if not f.is_file():
-        raise InputError(f"{out}: no {RESULT}; run `quantgate lmeval` first")
-    run = parse_record(LmEvalRun, json.loads(f.read_text("utf-8")), where=str(f))
+    run = read_record_file(LmEvalRun, f, missing="run `quantgate lmeval` first")
     samples: dict[str, dict[str, dict]] = {}
     for task, name in run.samples.items():
         path = safe_join(Path(out), name, what=f"{f}: samples.{task}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from quantgate.errors import InputError, VerificationError
 from quantgate.fileio import atomic_write_json, sha256_file
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
+from quantgate.records_files import VariantManifest
 
 MANIFEST = "quantgate.json"
 _PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
@@ -153,7 +154,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
         # sizes only: the source weights were already hashed once, for the fingerprint
         bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
         weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
-        manifest = {
+        manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
             "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
             "source_model": str(model_dir), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
                                                       "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
@@ -169,7 +170,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             "wall_s": round(time.time() - t0, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
-        }
+        }).model_dump()
         atomic_write_json(tmp / MANIFEST, manifest)
         if out.exists():
             shutil.rmtree(out)

@@ -1,17 +1,20 @@
-"""The report model: everything a verdict rests on, gathered once into ``summary.json``; every
-renderer (markdown, HTML, JUnit) reads only this dict."""
+"""Building the report: everything a verdict rests on, gathered once into ``summary.json`` (typed
+by ``reports.schema.Summary``); every renderer (markdown, HTML, JUnit) reads only that model."""
 
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import subprocess
 import time
 from pathlib import Path
 
 from quantgate.fileio import sha256_file
+from quantgate.records import RunManifest, parse_record
+from quantgate.records_files import VariantManifest, read_record_file
+from quantgate.reports.schema import SUMMARY, Summary, as_summary, load_summary
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = Summary.model_fields["schema_version"].default
+__all__ = ["build_report", "build_summary", "load_summary", "rehash", "write_reports"]
 _PKGS = ["quantgate", "torch", "transformers", "llmcompressor", "compressed-tensors", "rapidfuzz", "numpy"]
 
 
@@ -34,32 +37,34 @@ def _git_commit() -> str | None:
         return None
 
 
-def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
-                 compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                 lm_eval: dict | None = None) -> dict:
+def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
+                  compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
+                  lm_eval: dict | None = None) -> Summary:
+    """The report of a finished study: each variant's quantgate.json and run.json are read through
+    their models, so a malformed or foreign manifest stops here with the file and field named."""
     variants = []
-    runs: dict[str, dict] = {}
+    runs: dict[str, RunManifest] = {}
     for name, vdir in variant_dirs.items():
-        man = json.loads((vdir / "quantgate.json").read_text("utf-8"))
-        run = json.loads((out / "runs" / name / "run.json").read_text("utf-8"))
+        man = read_record_file(VariantManifest, Path(vdir) / "quantgate.json", missing="rerun `quantgate study`")
+        run = read_record_file(RunManifest, out / "runs" / name / "run.json", missing="rerun `quantgate study`")
         runs[name] = run
         variants.append({
-            "name": name, "recipe": man["recipe"]["name"], "recipe_sha256": _sha(man["recipe"]["text"]),
-            "path": str(vdir), "weights_bytes": man["size"]["weights_bytes"], "compression": man["size"]["compression"],
-            "formats": man["verification"].get("formats"), "vision_bf16": man["verification"].get("vision_bf16"),
-            "files": {k: v["sha256"] for k, v in man["files"].items()},
-            "kernels": run.get("kernels", {}), "notes": run.get("notes", []), "server_version": run.get("server_version"),
-            "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
-            "calibration_pages": len(man["calibration"]["page_ids"]),
+            "name": name, "recipe": man.recipe.name, "recipe_sha256": _sha(man.recipe.text),
+            "path": str(vdir), "weights_bytes": man.size.weights_bytes, "compression": man.size.compression,
+            "formats": man.verification.formats, "vision_bf16": man.verification.vision_bf16,
+            "files": {k: v.sha256 for k, v in man.files.items()},
+            "kernels": run.kernels, "notes": run.notes, "server_version": run.server_version,
+            "levels": run.levels, "max_concurrency_within_slo": run.max_concurrency_within_slo,
+            "calibration_pages": len(man.calibration.page_ids),
         })
     base = study["baseline"]
-    base_levels = {lv["concurrency"]: lv for lv in runs[base]["levels"]}
+    base_levels = {lv.concurrency: lv for lv in runs[base].levels}
     for v in variants:
-        v["speedup"] = {str(lv["concurrency"]): (lv["pages_per_s"] / base_levels[lv["concurrency"]]["pages_per_s"])
-                        if lv["concurrency"] in base_levels and base_levels[lv["concurrency"]]["pages_per_s"] else None
+        v["speedup"] = {str(lv.concurrency): (lv.pages_per_s / base_levels[lv.concurrency].pages_per_s)
+                        if lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
                         for lv in v["levels"]}
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
-    return {
+    return parse_record(Summary, {
         "schema_version": SCHEMA_VERSION, "kind": "quantgate.report", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "study": study, "baseline": base, "compare_level": compare_level, "noise_level": noise_level,
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
@@ -67,7 +72,15 @@ def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[s
         "provenance": {"packages": _versions(), "git_commit": _git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": "paired percentile bootstrap over pages, 90% interval (two one-sided 5% tests), "
                                      "margin = max(study margin, baseline noise floor)"},
-    }
+    }, where=f"{out}: the report being built")
+
+
+def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
+                 compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
+                 lm_eval: dict | None = None) -> dict:
+    """:func:`build_summary` as the plain dict written to summary.json (what the study returns)."""
+    return build_summary(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst,
+                         lm_eval=lm_eval).model_dump()
 
 
 def _sha(text: str) -> str:
@@ -76,39 +89,25 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_reports(report: dict, out: Path) -> None:
+def write_reports(report: Summary | dict, out: Path) -> None:
     from quantgate.fileio import atomic_write_json, atomic_write_text
     from quantgate.reports.html import render_html
     from quantgate.reports.junit import render_junit
     from quantgate.reports.markdown import render_markdown
 
-    atomic_write_json(out / "summary.json", report)
-    atomic_write_text(out / "report.md", render_markdown(report))
-    atomic_write_text(out / "report.html", render_html(report))
-    atomic_write_text(out / "junit.xml", render_junit(report))
+    rep = as_summary(report)
+    atomic_write_json(out / SUMMARY, rep.model_dump())
+    atomic_write_text(out / "report.md", render_markdown(rep))
+    atomic_write_text(out / "report.html", render_html(rep))
+    atomic_write_text(out / "junit.xml", render_junit(rep))
 
 
-def load_summary(out: Path) -> dict:
-    from quantgate.errors import InputError
-
-    f = Path(out) / "summary.json"
-    if not f.is_file():
-        raise InputError(f"{out}: no summary.json — the study has not finished; rerun `quantgate study`")
-    try:
-        rep = json.loads(f.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{f}: not valid JSON ({e})") from None
-    if rep.get("kind") != "quantgate.report" or rep.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"{f}: not a quantgate report of schema {SCHEMA_VERSION}")
-    return rep
-
-
-def rehash(report: dict) -> list[str]:
+def rehash(report: Summary) -> list[str]:
     """Weight files that changed (or vanished) since the verdicts were made."""
     changed = []
-    for v in report["variants"]:
-        for name, sha in v["files"].items():
-            p = Path(v["path"]) / name
+    for v in report.variants:
+        for name, sha in v.files.items():
+            p = Path(v.path) / name
             if not p.is_file():
                 changed.append(f"{p} is missing")
             elif sha256_file(p) != sha:

@@ -1,0 +1,207 @@
+"""Issue 18 (report side): the files between stages read through their typed models, summary.json
+typed and versioned, report.html from an autoescaped Jinja2 template, the gate on the typed summary.
+Built on a small synthetic study folder (no model, no server): seconds. The same checks on a real
+demo run are in test_study.py."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from quantgate.errors import InputError
+from quantgate.fileio import sha256_file
+from quantgate.records import RunManifest, Verdict
+from quantgate.records_files import VariantManifest, read_record_file
+from quantgate.reports import build_report, build_summary, gate, load_summary, write_reports
+from quantgate.reports.schema import Summary
+
+REPO = Path(__file__).resolve().parent.parent
+HOSTILE = "<script>alert('x')</script> & <b>bold</b>"
+
+
+def _manifest(vdir: Path, name: str, weights: bytes) -> dict:
+    vdir.mkdir(parents=True)
+    (vdir / "model.safetensors").write_bytes(weights)
+    sha = sha256_file(vdir / "model.safetensors")
+    return {"schema_version": 1, "kind": "quantgate.variant", "name": name, "source_model": "/m",
+            "recipe": {"name": name, "source": f"{name}.yaml", "text": f"name: {name}\n", "resolved": {"name": name},
+                       "llmcompressor": None},
+            "plan": {"modules": [{"module": "l.q", "kind": "attention", "layer": 0, "shape": [4, 4], "params": 16,
+                                  "format": "bf16"}],
+                     "totals": {"per_format": {"bf16": {"modules": 1, "params": 16, "bytes": 32}}, "bf16_bytes": 32,
+                                "estimated_bytes": 32, "compression": 1.0}, "warnings": []},
+            "verification": {"modules_checked": 1, "formats": {"bf16": 1}, "vision_bf16": True},
+            "calibration": {"pageset": None, "page_ids": [], "samples": 0, "max_seq_len": 64, "pipeline": None,
+                            "text_only": None, "prompt": None},
+            "inputs": {"model_weights": {"model.safetensors": sha}, "recipe_text": f"name: {name}\n",
+                       "calibration_pages_sha256": None, "samples": 0, "max_seq_len": 64, "prompt": "p"},
+            "packages": {"torch": "2"}, "files": {"model.safetensors": {"sha256": sha, "bytes": len(weights)}},
+            "size": {"weights_bytes": len(weights), "source_weights_bytes": 2 * len(weights), "compression": 2.0},
+            "wall_s": 1.0, "peak_rss_mb": 10.0, "peak_gpu_mb": None}
+
+
+def _run(name: str, pages_per_s: dict[int, float]) -> dict:
+    levels = [{"concurrency": c, "n_requests": 4, "n_errors": 0, "wall_s": 1.0, "pages_per_s": p,
+               "output_tokens_per_s": 10 * p, "per_request_tokens_per_s_p50": 5.0,
+               "ttft_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3}, "latency_s": {"p50": 1.0, "p90": 2.0, "p99": 3.0}}
+              for c, p in pages_per_s.items()]
+    return RunManifest(variant=name, backend="transformers", pageset="pages", pageset_sha256="0" * 64, split="heldout",
+                       prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
+
+
+def _verdict(variant: str, metric: str, verdict: str, delta: float) -> dict:
+    v = Verdict(metric=metric, higher_is_better=False, verdict=verdict, n=4, baseline_mean=0.1,
+                candidate_mean=0.1 + delta, delta=delta, ci_low=delta - 0.01, ci_high=delta + 0.01, confidence=0.9,
+                margin=0.02, requested_margin=0.02, noise_floor=None, seed=0, n_resamples=100)
+    return {"variant": variant, **v.model_dump()}
+
+
+STUDY = {"name": "s", "baseline": "bf16", "variants": [{"name": "bf16"}, {"name": "fp8"}, {"name": "bad"}],
+         "metrics": ["ned"], "split": "heldout", "seed": 0, "resamples": 100, "slo_s": 10.0, "lm_eval": None}
+
+
+@pytest.fixture
+def study_dir(tmp_path):
+    """A finished study folder as the study leaves it, minus the reports."""
+    out = tmp_path / "out"
+    speeds = {"bf16": {1: 1.0, 2: 1.5}, "fp8": {1: 2.0}, "bad": {1: 3.0}}
+    dirs = {}
+    for i, name in enumerate(speeds):
+        vdir = out / "variants" / name
+        (vdir.parent).mkdir(parents=True, exist_ok=True)
+        man = _manifest(vdir, name, bytes([i]) * (100 - 30 * i))
+        (vdir / "quantgate.json").write_text(json.dumps(man))
+        (out / "runs" / name).mkdir(parents=True)
+        (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
+        dirs[name] = vdir
+    return out, dirs
+
+
+def _build(out, dirs, **kw):
+    verdicts = [_verdict("fp8", "ned", "within_noise", 0.001), _verdict("bad", "ned", "regression", 0.2)]
+    worst = {"fp8": [], "bad": [{"page_id": "p1", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.5,
+                                 "truth": HOSTILE, "baseline_output": "# Title\n", "variant_output": "# Title\n" + HOSTILE},
+                                {"page_id": "p2", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.4,
+                                 "truth": None, "baseline_output": "kept & DROPPED", "variant_output": "kept & "}]}
+    return build_summary(STUDY, out, "f" * 64, dirs, verdicts, 1, 2, worst, **kw)
+
+
+def test_committed_manifests_validate_against_their_models():
+    """Real quantgate.json (a 4B model's, from the GPU runs) and run.json files read through their models, losslessly."""
+    mans = sorted(REPO.glob("benchmarks/results/**/*quantgate.json"))
+    runs = sorted(REPO.glob("benchmarks/results/**/run.json")) + sorted(REPO.glob("training/results/**/run.json"))
+    assert len(mans) >= 3 and len(runs) >= 10
+    for f in mans:
+        assert read_record_file(VariantManifest, f).model_dump() == json.loads(f.read_text())
+    for f in runs:
+        obj = json.loads(f.read_text())
+        dumped = read_record_file(RunManifest, f).model_dump()
+        assert {k: dumped[k] for k in obj} == obj  # older files lack fields added since, with their defaults
+
+
+def test_summary_built_through_the_models(study_dir):
+    out, dirs = study_dir
+    s = _build(out, dirs)
+    assert isinstance(s, Summary) and s.complete
+    by = {v.name: v for v in s.variants}
+    assert by["fp8"].speedup == {"1": 2.0} and by["bad"].speedup == {"1": 3.0}
+    assert by["bf16"].speedup == {"1": 1.0, "2": 1.0} and by["bad"].weights_bytes == 40
+    assert by["fp8"].files["model.safetensors"] == sha256_file(dirs["fp8"] / "model.safetensors")
+    # the verdict rows keep the variant first and every Verdict field after it (what the study wrote before)
+    row = build_report(STUDY, out, "f" * 64, dirs, [_verdict("fp8", "ned", "within_noise", 0.0)], 1, None, {})
+    assert list(row["verdicts"][0]) == ["variant", *Verdict.model_fields]
+    assert row["complete"] is False  # one verdict of the two the study expects
+
+
+@pytest.mark.parametrize("file,patch,field", [
+    ("variants/fp8/quantgate.json", {"size": {"weights_bytes": "big", "source_weights_bytes": 1, "compression": 1.0}},
+     "size.weights_bytes"),
+    ("variants/fp8/quantgate.json", {"colour": "blue"}, "colour"),
+    ("variants/fp8/quantgate.json", {"kind": "quantgate.run"}, "kind"),
+    ("runs/bad/run.json", {"levels": [{"concurrency": 1}]}, "levels.0.n_requests"),
+    ("runs/bad/run.json", {"schema_version": 7}, "schema_version 7"),
+])
+def test_a_malformed_manifest_is_one_error_naming_file_and_field(study_dir, file, patch, field):
+    out, dirs = study_dir
+    f = out / file
+    f.write_text(json.dumps({**json.loads(f.read_text()), **patch}))
+    with pytest.raises(InputError) as e:
+        _build(out, dirs)
+    assert str(f) in str(e.value) and field in str(e.value)
+
+
+def test_summary_round_trips_and_refuses_foreign_newer_or_malformed(study_dir, tmp_path):
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    f = out / "summary.json"
+    good = json.loads(f.read_text())
+    assert load_summary(out).model_dump() == good
+
+    def refused(obj, *needles):
+        f.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+        with pytest.raises(InputError) as e:
+            load_summary(out)
+        for n in (str(f), *needles):
+            assert n in str(e.value)
+
+    refused({**good, "schema_version": 2}, "schema_version 2", "reads schema_version 1", "newer quantgate")
+    refused(_run("bf16", {1: 1.0}), "'quantgate.run'", "not a quantgate.report file")  # a run.json copied over it
+    refused({**good, "verdicts": [{**good["verdicts"][0], "delta": "small"}]}, "field 'verdicts.0.delta'")
+    refused({**good, "verdicts": [{**good["verdicts"][0], "verdict": "fine"}]}, "field 'verdicts.0.verdict'")
+    refused({**good, "extra": 1}, "field 'extra'")
+    refused({**good, "study": {"name": "s"}}, "field 'study'", "metrics")
+    refused("{not json", "not valid JSON")
+    f.unlink()
+    with pytest.raises(InputError, match="no such file.*rerun `quantgate study`"):
+        load_summary(out)
+
+
+def test_gate_cli_on_a_newer_summary_is_one_line(study_dir):
+    import subprocess
+    import sys
+
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    s = json.loads((out / "summary.json").read_text())
+    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 2}))
+    for verb in ("gate", "report"):
+        r = subprocess.run([sys.executable, "-m", "quantgate", verb, str(out)], capture_output=True, text=True)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert "summary.json" in r.stderr and "reads schema_version 1" in r.stderr
+
+
+def test_gate_reads_the_typed_summary(study_dir):
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    code, lines = gate(out)
+    assert code == 1 and any(line.startswith("regression") and " bad ned" in line for line in lines)
+    assert gate(out, variants=["fp8"])[0] == 0
+    assert gate(out, metrics=["cer"])[0] == 3
+    assert gate(out, variants=["fp8"], lmeval=True)[0] == 3  # no lm-eval verdicts in this study
+    (dirs["fp8"] / "model.safetensors").write_bytes(b"changed")
+    code, lines = gate(out, variants=["fp8"])
+    assert code == 3 and "fp8/model.safetensors changed" in lines[0]
+
+
+def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    page = (out / "report.html").read_text()
+    for h in ("Verdicts", "Plots", "Speed", "Variants", "Worst pages", "Provenance"):
+        assert f"<h2>{h}</h2>" in page
+    assert page.count("<svg") == 4 and page.count("<figure>") == 4
+    # text from pages and model outputs is escaped, once; the diff marks are the template's own markup
+    assert "<script" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
+    assert "&amp;lt;" not in page and "<del>" not in page.split("<h3>bad</h3>")[1].split("p2<br>")[0]
+    assert "<pre># Title\n<ins>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;</ins></pre>" in page
+    assert "<pre>kept &amp; <del>DROPPED</del></pre>" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    rows = re.findall(r"<tr class='(\w+)'><td>(\w+)</td>", page)
+    assert rows == [("within_noise", "fp8"), ("regression", "bad")]
+    assert "<b>REGRESSION</b>" in page and "2.00×" in page and "3.00×" in page
+    md = (out / "report.md").read_text()
+    assert "| bad | ned ↓ | ❌ regression | +0.2000 |" in md and "## Worst pages" not in md
+    junit = (out / "junit.xml").read_text()
+    assert 'failures="1"' in junit and 'classname="quantgate.bad" name="ned"' in junit
