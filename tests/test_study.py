@@ -269,3 +269,103 @@ def test_killed_while_scoring_or_reporting_resumes_without_reserving(demo, tmp_p
     again = json.loads((copy / "summary.json").read_text())
     strip = lambda vs: [{k: v[k] for k in ("variant", "metric", "verdict", "delta", "ci_low", "ci_high")} for v in vs]  # noqa: E731
     assert strip(again["verdicts"]) == strip(summ["verdicts"]) and (copy / "report.html").is_file()
+
+
+# --- issue 18: the files between stages, typed ---------------------------------------------------
+
+
+def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst, lm_eval):
+    """The report builder as it was before summary.json was typed (a plain dict from raw JSON), kept
+    here only to show the typed one writes the same file. Package versions, commit and time are left out."""
+    import hashlib
+
+    variants, runs = [], {}
+    for name, vdir in variant_dirs.items():
+        man = json.loads((vdir / "quantgate.json").read_text("utf-8"))
+        run = json.loads((out / "runs" / name / "run.json").read_text("utf-8"))
+        runs[name] = run
+        variants.append({
+            "name": name, "recipe": man["recipe"]["name"], "recipe_sha256": hashlib.sha256(man["recipe"]["text"].encode()).hexdigest(),
+            "path": str(vdir), "weights_bytes": man["size"]["weights_bytes"], "compression": man["size"]["compression"],
+            "formats": man["verification"].get("formats"), "vision_bf16": man["verification"].get("vision_bf16"),
+            "files": {k: v["sha256"] for k, v in man["files"].items()},
+            "kernels": run.get("kernels", {}), "notes": run.get("notes", []), "server_version": run.get("server_version"),
+            "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
+            "calibration_pages": len(man["calibration"]["page_ids"])})
+    base_levels = {lv["concurrency"]: lv for lv in runs[study["baseline"]]["levels"]}
+    for v in variants:
+        v["speedup"] = {str(lv["concurrency"]): (lv["pages_per_s"] / base_levels[lv["concurrency"]]["pages_per_s"])
+                        if lv["concurrency"] in base_levels and base_levels[lv["concurrency"]]["pages_per_s"] else None
+                        for lv in v["levels"]}
+    expected = (len(study["variants"]) - 1) * len(study["metrics"])
+    return {
+        "schema_version": 1, "kind": "quantgate.report", "created": None,
+        "study": study, "baseline": study["baseline"], "compare_level": compare_level, "noise_level": noise_level,
+        "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
+        "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
+        "provenance": {"packages": None, "git_commit": None, "pageset_sha256": pages_sha256,
+                       "statistics": "paired percentile bootstrap over pages, 90% interval (two one-sided 5% tests), "
+                                     "margin = max(study margin, baseline noise floor)"}}
+
+
+def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
+    """summary.json written through the typed model equals, key for key and in order, what the untyped
+    builder made from the same files; verdicts and lm-eval rows are recomputed from the score files and
+    lm-eval logs the way the study made them, not copied from the summary under test."""
+    from quantgate.lmeval import compare_lmeval
+    from quantgate.lmeval.run import load_lmeval
+    from quantgate.scoring import compare_scores
+    from quantgate.scoring.scores import read_scores
+
+    out, _ = demo
+    new = json.loads((out / "summary.json").read_text())
+    st, base, c0, nl = new["study"], new["baseline"], new["compare_level"], new["noise_level"]
+    sc = lambda name, c: read_scores(out / "scores" / f"{name}-c{c}.jsonl")  # noqa: E731
+    verdicts = [{"variant": v["name"], **compare_scores(
+        sc(base, c0), sc(v["name"], c0), m, noise=sc(base, nl), margin=st["margins"].get(m, 0.0), seed=st["seed"],
+        n_resamples=st["resamples"], names=(f"{base}@c{c0}", f"{v['name']}@c{c0}")).model_dump()}
+        for v in st["variants"] if v["name"] != base for m in st["metrics"]]
+    lm = st["lm_eval"]
+    lm_eval = {"verdicts": [{"variant": v["name"], **r} for v in st["variants"] if v["name"] != base
+                            for r in compare_lmeval(out / "lmeval" / base, out / "lmeval" / v["name"],
+                                                    margins=lm["margins"], default_margin=lm["margin"], seed=st["seed"],
+                                                    n_resamples=st["resamples"], names=(base, v["name"]))],
+               "runs": {v["name"]: load_lmeval(out / "lmeval" / v["name"])[0].model_dump() for v in st["variants"]}}
+    old = _old_dict_report(st, out, new["provenance"]["pageset_sha256"],
+                           {v["name"]: out / "variants" / v["name"] for v in st["variants"]}, verdicts, c0, nl,
+                           new["worst_pages"], lm_eval)
+    old["created"] = new["created"]
+    old["provenance"].update(packages=new["provenance"]["packages"], git_commit=new["provenance"]["git_commit"])
+    assert json.dumps(new) == json.dumps(old)  # same keys, same order, same values
+    assert len(new["verdicts"]) == 6 and len(new["lm_eval"]["verdicts"]) == 2 and sum(map(len, new["worst_pages"].values()))
+
+
+def test_every_file_between_stages_of_the_demo_validates(demo):
+    """Each file one stage hands the next, as a real flow wrote it, reads through its model and
+    dumps back to what is on disk (the model holds every field the writer writes, values unchanged)."""
+    from quantgate.records import PageRecord, PageSetManifest, RequestRecord, RunManifest
+    from quantgate.records_files import LmEvalRun, ScoreRow, VariantManifest, read_record_file
+    from quantgate.reports.schema import Summary
+
+    out, _ = demo
+
+    def lines(f):
+        return [json.loads(x) for x in f.read_text("utf-8").splitlines()]
+
+    seen = {}
+    for pattern, model, jsonl in [("pages/pageset.json", PageSetManifest, False), ("pages/pages.jsonl", PageRecord, True),
+                                  ("variants/*/quantgate.json", VariantManifest, False),
+                                  ("runs/*/requests.jsonl", RequestRecord, True), ("runs/*/run.json", RunManifest, False),
+                                  ("scores/*.jsonl", ScoreRow, True), ("lmeval/*/lmeval.json", LmEvalRun, False),
+                                  ("summary.json", Summary, False)]:
+        files = sorted(out.glob(pattern))
+        seen[pattern] = len(files)
+        for f in files:
+            for obj in (lines(f) if jsonl else [json.loads(f.read_text("utf-8"))]):
+                assert model.model_validate(obj).model_dump(exclude_unset=True) == obj, f
+            if not jsonl and "kind" in model.model_fields:
+                read_record_file(model, f)  # kind and schema version too
+    n = len(VARIANTS.split(","))
+    assert seen == {"pages/pageset.json": 1, "pages/pages.jsonl": 1, "variants/*/quantgate.json": n,
+                    "runs/*/requests.jsonl": n, "runs/*/run.json": n, "scores/*.jsonl": 2 * n,  # two levels each
+                    "lmeval/*/lmeval.json": n, "summary.json": 1}
