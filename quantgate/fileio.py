@@ -6,6 +6,7 @@ append whole lines and fsync), and no path read from a manifest leaves its folde
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -40,12 +41,25 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
+def _open_nofollow(path: Path, flags: int, what: str) -> int:
+    """``os.open`` that refuses a symbolic link as the last path component: a link planted in a
+    run folder must not steer quantgate's appends (or truncation) to a file elsewhere."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and os.path.islink(path)):
+            raise UnsafeInputError(f"{path}: is a symbolic link (to {os.readlink(path)!r}); quantgate {what} only "
+                                   "files inside its folder — remove the link and rerun") from None
+        raise
+
+
 def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) -> None:
     """Append one record as one line with a single write, so a killed process loses at most the
     record in flight (a torn last line is detected on read). ``fsync`` also survives a power loss;
-    hot paths (one record per request) call :func:`fsync_file` once at the end instead."""
+    hot paths (one record per request) call :func:`fsync_file` once at the end instead.
+    A symbolic link in ``path``'s place is refused, not followed."""
     line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_nofollow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "appends to")
     try:
         os.write(fd, line)
         if fsync:
@@ -55,28 +69,54 @@ def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) 
 
 
 def fsync_file(path: str | os.PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = _open_nofollow(Path(path), os.O_RDONLY, "syncs")
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def read_jsonl(path: str | os.PathLike, *, repair_torn_tail: bool = False) -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: str | os.PathLike, *, repair_torn_tail: bool = False,
+               final_newline_optional: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object). A torn last line (no newline: a crash mid-append) is dropped
     when ``repair_torn_tail`` (and cut off the file, so later appends start clean); anywhere else a
-    bad line is an error naming the file and line."""
+    bad line is an error naming the file and line. ``final_newline_optional`` is for files people
+    write by hand (olmOCR checks), where a missing last newline is not a crash.
+
+    Lines are split on ``\\n`` only (not ``str.splitlines``, which also splits on U+2028 and other
+    separators that ``json.dumps(ensure_ascii=False)`` leaves inside strings), and each line is
+    decoded on its own so a non-UTF-8 byte is reported with its line."""
     path = Path(path)
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
+    try:
+        if repair_torn_tail:  # a file quantgate appends to: never read (or truncate) through a link
+            fd = _open_nofollow(path, os.O_RDONLY, "reads and repairs")
+            with os.fdopen(fd, "rb") as fh:
+                raw = fh.read()
+        else:
+            raw = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a JSONL file") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    if raw and not raw.endswith(b"\n") and not final_newline_optional:
         cut = raw.rfind(b"\n") + 1
         if not repair_torn_tail:
             raise InputError(f"{path}: last line is incomplete (a write was interrupted); "
                              "rerun the command that writes it to repair, or delete that line")
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
+        fd = _open_nofollow(path, os.O_WRONLY, "repairs")
+        try:
+            os.ftruncate(fd, cut)
+        finally:
+            os.close(fd)
         raw = raw[:cut]
-    for no, line in enumerate(raw.decode("utf-8", errors="strict").splitlines(), start=1):
+    for no, bline in enumerate(raw.split(b"\n"), start=1):
+        try:
+            line = bline.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}:{no}: not UTF-8 (bad byte 0x{bline[e.start]:02x} at column {e.start + 1}); "
+                             "re-save the file as UTF-8 or remove that line") from None
         if not line.strip():
             continue
         try:

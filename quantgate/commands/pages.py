@@ -29,6 +29,8 @@ def register(sub) -> None:
     i.add_argument("--max-pixels", type=int, default=64_000_000, help="refuse images larger than this (default 64e6)")
     i.add_argument("--max-pdf-pages", type=int, default=2000, help="refuse PDFs with more pages (default 2000)")
     i.add_argument("--overwrite", action="store_true", help="replace an existing non-empty output folder")
+    i.add_argument("--follow-outside-links", action="store_true", help="copy truth files and images in a source "
+                   "folder that are links to files outside their folder (with a warning) instead of refusing them")
     i.set_defaults(func=cmd_import)
 
     s = ps.add_parser("synth", help="render synthetic pages with exact markdown truth",
@@ -69,7 +71,7 @@ def cmd_import(a: argparse.Namespace) -> int:
 
     opts = ImportOptions(truth_dir=a.truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
                          calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
-                         max_pdf_pages=a.max_pdf_pages, tags=a.tag)
+                         max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links)
     bar, cb = _progress(None, "importing")
     try:
         rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)

@@ -29,6 +29,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quantized-only", action="store_true", help="hide BF16 rows in the table")
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--allow-pickle-files", action="store_true", help="ignore .bin/.pt/.pth/.pkl/.ckpt files in MODEL "
+                   "instead of refusing the folder (they are never loaded: quantgate reads safetensors only)")
     p.set_defaults(func=cmd_plan)
 
     q = sub.add_parser("quantize", help="build a quantized variant (llmcompressor → compressed-tensors), verified",
@@ -50,6 +52,8 @@ def register(sub) -> None:
     q.add_argument("--text-only", action="store_true", help="calibrate on truth text without images")
     q.add_argument("--overwrite", action="store_true")
     q.add_argument("--trust-remote-code", action="store_true")
+    q.add_argument("--allow-pickle-files", action="store_true", help="ignore .bin/.pt/.pth/.pkl/.ckpt files in MODEL "
+                   "instead of refusing the folder (they are never loaded: quantgate reads safetensors only)")
     q.set_defaults(func=cmd_quantize)
 
 
@@ -88,7 +92,7 @@ def cmd_plan(a) -> int:
     from quantgate.quantize import format_plan_table, make_plan
     from quantgate.recipes import load_recipe
 
-    plan = make_plan(a.model, load_recipe(a.recipe), a.trust_remote_code)
+    plan = make_plan(a.model, load_recipe(a.recipe), a.trust_remote_code, allow_pickle_files=a.allow_pickle_files)
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if a.json:
@@ -103,7 +107,8 @@ def cmd_quantize(a) -> int:
 
     m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
-                 trust_remote_code=a.trust_remote_code, device=a.device, log=lambda s: print(s, file=sys.stderr))
+                 trust_remote_code=a.trust_remote_code, allow_pickle_files=a.allow_pickle_files, device=a.device,
+                 log=lambda s: print(s, file=sys.stderr))
     v, s = m["verification"], m["size"]
     print(f"{a.output}: verified {v['modules_checked']} modules {v.get('formats', '')}; vision BF16: {v['vision_bf16']}; "
           f"weights {s['weights_bytes'] / 1e6:.1f} MB ({s['compression']}x smaller than the source); {m['wall_s']} s")

@@ -6,7 +6,6 @@ failed import leaves nothing half-written."""
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import tempfile
 import warnings
@@ -14,10 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_json, sha256_bytes, sha256_file
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantgate.errors import InputError, UnsafeInputError
+from quantgate.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
 from quantgate.heldout.pageset import MANIFEST_FILE, PAGES_FILE, split_of
-from quantgate.records import PageRecord, PageSetManifest, PageSource
+from quantgate.records import PageRecord, PageSetManifest, PageSource, parse_record
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
 # 4 MP: the page size OCR vendors report against. 64 MP is far above any real page scan at
@@ -38,6 +39,9 @@ class ImportOptions:
     max_pixels: int = MAX_PIXELS
     max_pdf_pages: int = MAX_PDF_PAGES
     tags: list[str] = field(default_factory=list)
+    # Copy (with a warning) a truth file or folder image that is a link to a file outside its folder,
+    # instead of refusing it: a planted link would otherwise copy any readable file into the set.
+    follow_outside_links: bool = False
 
 
 @dataclass
@@ -71,11 +75,25 @@ def _open_image(data: bytes, name: str, max_pixels: int):
     return img
 
 
-def _iter_sources(sources: list[Path]) -> list[Path]:
+def _inside(f: Path, folder: Path, opts: ImportOptions, warn: list[str], flag: str = "--follow-outside-links") -> Path:
+    """``f`` (found by listing ``folder``) if it resolves inside ``folder``; a link out of it is refused,
+    or copied with a warning when the user asked for that."""
+    target = f.resolve()
+    if folder.resolve() in target.parents:
+        return f
+    if not opts.follow_outside_links:
+        raise UnsafeInputError(f"{f}: is a link to {target}, outside {folder}; refusing to copy it into the page set "
+                               f"— copy the file in, or pass {flag} if the link is intended")
+    warn.append(f"{f}: copied from {target}, outside {folder} (a link; {flag})")
+    return f
+
+
+def _iter_sources(sources: list[Path], opts: ImportOptions, warn: list[str]) -> list[Path]:
     files: list[Path] = []
     for src in sources:
         if src.is_dir():
-            files.extend(sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | {".pdf"}))
+            files.extend(_inside(p, src, opts, warn) for p in sorted(src.rglob("*"))
+                         if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | {".pdf"})
         elif src.is_file():
             if src.suffix.lower() not in IMAGE_SUFFIXES | {".pdf"}:
                 raise InputError(f"{src}: not a supported page file (PDF, PNG, JPEG, TIFF, WebP)")
@@ -123,20 +141,22 @@ def _render_pdf(path: Path, opts: ImportOptions):
         pdf.close()
 
 
+class _CheckKeys(BaseModel):
+    """The fields of an olmOCR-style check the importer itself reads (to find the check's page).
+    The other fields depend on the check type and are kept as they are for the scorer."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    pdf: str = Field(min_length=1)
+    page: int = Field(1, ge=1)
+    type: str = Field(min_length=1)
+    id: str | None = None
+
+
 def _load_checks(checks_file: Path) -> dict[str, list[dict]]:
     by_page: dict[str, list[dict]] = {}
-    for no, line in enumerate(checks_file.read_text("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{checks_file}:{no}: not valid JSON ({e.msg})") from None
-        if not isinstance(obj, dict) or "pdf" not in obj or "type" not in obj:
-            raise InputError(f"{checks_file}:{no}: an olmOCR-style check needs 'pdf', 'page' and 'type' fields")
-        stem = Path(obj["pdf"]).stem
-        pid = f"{stem}_pg{int(obj.get('page', 1))}"
-        by_page.setdefault(pid, []).append(obj)
+    for no, obj in read_jsonl(checks_file, final_newline_optional=True):
+        keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
+        by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
     return by_page
 
 
@@ -149,7 +169,8 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
-    files = _iter_sources([Path(s) for s in sources])
+    warn: list[str] = []
+    files = _iter_sources([Path(s) for s in sources], opts, warn)
     checks = _load_checks(opts.checks_file) if opts.checks_file else {}
     truth_files: dict[str, Path] = {}
     if opts.truth_dir:
@@ -157,13 +178,13 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
             raise InputError(f"--truth {opts.truth_dir}: not a folder")
         for t in sorted(opts.truth_dir.iterdir()):
             if t.suffix in (".md", ".txt") and t.is_file():
+                _inside(t, opts.truth_dir, opts, warn)
                 if t.stem in truth_files:
                     raise InputError(f"{t}: two truth files for page {t.stem!r} ({truth_files[t.stem].name} and {t.name})")
                 truth_files[t.stem] = t
 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing.", dir=out.parent))
-    warn: list[str] = []
     try:
         (tmp / "images").mkdir()
         records: list[PageRecord] = []

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UnsafeInputError
 from quantgate.fileio import read_jsonl, safe_join, sha256_file
 from quantgate.records import PageRecord, PageSetManifest, parse_record
 
@@ -68,6 +68,12 @@ def load_pageset(root: str | Path) -> PageSet:
     if not pages_file.is_file():
         raise InputError(f"{root}: not a page set (no {PAGES_FILE}); make one with `quantgate pages import` "
                          "or `quantgate pages synth`")
+    # Like the images it lists, the manifest itself must not be a link to a file elsewhere.
+    for name in (PAGES_FILE, MANIFEST_FILE):
+        target = (root / name).resolve()
+        if (root / name).exists() and root.resolve() not in target.parents:
+            raise UnsafeInputError(f"{root / name}: is a link to {target}, outside the page set; copy the file "
+                                   f"into {root} instead of linking it")
     pages: list[PageRecord] = []
     seen: dict[str, int] = {}
     for no, obj in read_jsonl(pages_file):

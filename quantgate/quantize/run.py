@@ -4,15 +4,19 @@ and renamed into place only after it verified, so a crash or a failed check leav
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import resource
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from quantgate.errors import InputError, VerificationError
+from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.fileio import atomic_write_json, sha256_file
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
 from quantgate.records_files import VariantManifest
@@ -65,20 +69,84 @@ def read_manifest(variant: Path) -> dict | None:
         raise InputError(f"{f}: not valid JSON ({e})") from None
 
 
+def check_output(out: Path) -> None:
+    """``-o`` is checked before any work: a finished build is renamed into its place, which a
+    symbolic link (or a file) there would turn into a traceback after minutes of calibration."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UnsafeInputError(f"-o {out}: is a symbolic link (to {os.readlink(out)!r}); quantgate replaces the "
+                               "folder it writes — pass the real folder, not a link")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out}: exists and is not a folder; choose another -o")
+
+
+def _building_dirs(out: Path) -> list[Path]:
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.building\.[A-Za-z0-9_]{{8}}$")  # tempfile.mkdtemp's suffix
+    return [d for d in out.parent.iterdir() if pat.match(d.name) and d.is_dir() and not d.is_symlink()] \
+        if out.parent.is_dir() else []
+
+
+def _hold(folder: Path) -> int:
+    """flock a build folder for as long as this process lives: a lock that a killed process releases,
+    so the next start can tell a stale build folder from a build still running."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_stale_builds(out: Path, log=print) -> None:
+    """Remove ``.NAME.building.*`` folders no running quantgate holds (left by a SIGKILL or power loss)."""
+    for d in _building_dirs(Path(out)):
+        try:
+            fd = _hold(d)
+        except OSError:
+            continue  # another quantize is building it now
+        try:
+            shutil.rmtree(d)
+            log(f"removed {d}, left by an interrupted build")
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """SIGTERM/SIGHUP raise SystemExit(128+signal) instead of killing the process outright, so the
+    partial build folder is removed on the way out. Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt the cleanup
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None = None,
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
-             trust_remote_code: bool = False, device: str = "auto", log=print) -> dict:
+             trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
+             log=print) -> dict:
     # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
-    import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
-
-    from quantgate.quantize.calibrate import DEFAULT_PROMPT, calibration_samples, sample_loader
+    from quantgate.modeldir import check_chat_template
+    from quantgate.quantize.calibrate import DEFAULT_PROMPT
     from quantgate.quantize.plan import make_plan
-    from quantgate.quantize.verify import verify_checkpoint
 
     model_dir, out = Path(model_dir), Path(out)
+    check_output(out)
     recipe = load_recipe(recipe_spec)
     cal_cfg = recipe.recipe.calibration if recipe.recipe else None
     samples = samples or (cal_cfg.samples if cal_cfg else 32)
@@ -86,8 +154,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     pipeline = pipeline or (cal_cfg.pipeline if cal_cfg else "basic")
     text_only = text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)
     prompt = prompt or DEFAULT_PROMPT
-    plan = make_plan(model_dir, recipe, trust_remote_code)  # refuses bad recipes before any work
-    for w in plan.warnings:
+    plan = make_plan(model_dir, recipe, trust_remote_code, allow_pickle_files=allow_pickle_files)  # before any work
+    for w in plan.warnings + check_chat_template(model_dir):  # a template that hangs is refused here
         log(f"warning: {w}")
     needs_data = recipe.recipe is None or any(f in NEEDS_CALIBRATION for f in plan.formats.values())
     if needs_data and calibration is None and recipe.recipe is not None:
@@ -106,79 +174,106 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     t0 = time.time()
     kinds = {m.name: m.kind for m in plan.modules}
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
+    clean_stale_builds(out, log)
+    with _terminate_cleanly():
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
+        lock = _hold(tmp)
+        try:
+            return _build(model_dir, recipe, out, tmp, plan, kinds, fp, t0, calibration=calibration, samples=samples,
+                          max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
+                          needs_data=needs_data, trust_remote_code=trust_remote_code, device=device, log=log)
+        except BaseException as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, SystemExit):
+                log(f"stopped by a signal; removed the partial build {tmp}")
+            raise
+        finally:
+            os.close(lock)
+
+
+def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, kinds: dict, fp: dict, t0: float, *,
+           calibration, samples, max_seq_len, prompt, pipeline, text_only, needs_data, trust_remote_code, device,
+           log) -> dict:
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from quantgate.quantize.calibrate import calibration_samples, sample_loader
+    from quantgate.quantize.verify import verify_checkpoint
+
+    if device == "auto":
+        # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
+        # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
+        device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
     try:
-        if device == "auto":
-            # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
-            # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
-            device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
+        # use_safetensors: never fall back to a pickle file, even one --allow-pickle-files let through
         model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
+                                                            use_safetensors=True,
                                                             trust_remote_code=trust_remote_code)
-        processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
-        cal_ids: list[str] = []
-        if recipe.recipe is not None and not any(f != "bf16" for f in plan.formats.values()):
-            lc_recipe = None
-        else:
-            lc_recipe = to_llmcompressor(plan.formats, kinds) if recipe.recipe else recipe.raw
-        if lc_recipe is not None:
-            from llmcompressor import oneshot
+    except OSError as e:
+        raise InputError(f"{model_dir}: transformers cannot load its safetensors weights ({e})") from None
+    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+    cal_ids: list[str] = []
+    if recipe.recipe is not None and not any(f != "bf16" for f in plan.formats.values()):
+        lc_recipe = None
+    else:
+        lc_recipe = to_llmcompressor(plan.formats, kinds) if recipe.recipe else recipe.raw
+    if lc_recipe is not None:
+        from llmcompressor import oneshot
 
-            kw = {}
-            if needs_data and calibration is not None:
-                data, cal_ids = calibration_samples(processor, calibration, prompt, samples, max_seq_len, text_only)
-                kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": pipeline}
-                log(f"calibrating on {len(data)} page(s) from {calibration} ({'text only' if text_only else 'page images'})")
-            recipe_obj = _recipe_objects(lc_recipe)
-            oneshot(model=model, recipe=recipe_obj, **kw)
-            model.save_pretrained(tmp, save_compressed=True)
-        else:
-            model.save_pretrained(tmp, safe_serialization=True)
-        processor.save_pretrained(tmp)
-        for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
-            if (model_dir / extra).is_file() and not (tmp / extra).exists():
-                shutil.copy(model_dir / extra, tmp / extra)
-        if recipe.recipe is not None:
-            verification = verify_checkpoint(tmp, plan.formats, kinds)
-        else:
-            verification = _verify_raw(tmp, kinds)
-        rows = plan.rows()
-        if recipe.recipe is None:
-            from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
+        kw = {}
+        if needs_data and calibration is not None:
+            data, cal_ids = calibration_samples(processor, calibration, prompt, samples, max_seq_len, text_only)
+            kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": pipeline}
+            log(f"calibrating on {len(data)} page(s) from {calibration} ({'text only' if text_only else 'page images'})")
+        recipe_obj = _recipe_objects(lc_recipe)
+        oneshot(model=model, recipe=recipe_obj, **kw)
+        model.save_pretrained(tmp, save_compressed=True)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True)
+    processor.save_pretrained(tmp)
+    for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
+        if (model_dir / extra).is_file() and not (tmp / extra).exists():
+            shutil.copy(model_dir / extra, tmp / extra)
+    if recipe.recipe is not None:
+        verification = verify_checkpoint(tmp, plan.formats, kinds)
+    else:
+        verification = _verify_raw(tmp, kinds)
+    rows = plan.rows()
+    if recipe.recipe is None:
+        from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
 
-            t = checkpoint_tensors(tmp)
-            mp = map_to_checkpoint([r["module"] for r in rows], {k.rsplit(".", 1)[0] for k in t})
-            for r in rows:
-                r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
-            plan.formats = {r["module"]: r["format"] for r in rows}
-        files = file_hashes(tmp)
-        # sizes only: the source weights were already hashed once, for the fingerprint
-        bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
-        weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
-        manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
-            "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
-            "source_model": str(model_dir), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
-                                                      "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
-                                                      "llmcompressor": lc_recipe},
-            "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
-            "verification": verification,
-            "calibration": {"pageset": str(calibration) if cal_ids else None, "page_ids": cal_ids,
-                            "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
-                            "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
-            "inputs": fp, "packages": package_versions(), "files": files,
-            "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
-                     "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
-            "wall_s": round(time.time() - t0, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
-        }).model_dump()
-        atomic_write_json(tmp / MANIFEST, manifest)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-        return manifest
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        t = checkpoint_tensors(tmp)
+        mp = map_to_checkpoint([r["module"] for r in rows], {k.rsplit(".", 1)[0] for k in t})
+        for r in rows:
+            r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
+        plan.formats = {r["module"]: r["format"] for r in rows}
+    files = file_hashes(tmp)
+    # sizes only: the source weights were already hashed once, for the fingerprint
+    bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
+    weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
+    manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
+        "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
+        "source_model": str(model_dir), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
+                                                  "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
+                                                  "llmcompressor": lc_recipe},
+        "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
+        "verification": verification,
+        "calibration": {"pageset": str(calibration) if cal_ids else None, "page_ids": cal_ids,
+                        "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
+                        "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
+        "inputs": fp, "packages": package_versions(), "files": files,
+        "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
+                 "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
+        "wall_s": round(time.time() - t0, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+    }).model_dump()
+    atomic_write_json(tmp / MANIFEST, manifest)
+    check_output(out)  # again: a link may have been planted while building
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return manifest
 
 
 def _recipe_objects(lc_recipe: dict):
