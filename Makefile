@@ -12,8 +12,6 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	# reference implementation for the olmOCR-check agreement test only (its own deps are a GPU/cloud stack)
-	$(PY) -m pip install -q --no-deps olmocr==0.4.27
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup

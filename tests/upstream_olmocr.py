@@ -22,6 +22,14 @@ from pathlib import Path
 REFERENCE = Path(os.environ.get("QUANTGATE_OLMOCR_REFERENCE")
                  or Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "olmocr-bench")
 KATEX = Path(__file__).resolve().parent.parent / "quantgate" / "assets" / "katex"
+# upstream's katex/render.py, copied unchanged at the shared reference's commit (tests/reference/SOURCE.md),
+# used when the shared reference folder has none
+_VENDORED_RENDER = Path(__file__).resolve().parent / "reference" / "katex" / "render.py"
+
+
+def _render_py() -> Path:
+    own = REFERENCE / "katex" / "render.py"
+    return own if own.is_file() else _VENDORED_RENDER
 
 _STUB_RENDER = '''
 def render_equation(*a, **k):
@@ -45,8 +53,8 @@ def chromium_path() -> str | None:
 
 def upstream_math_reason() -> str | None:
     """None when upstream's own math rendering can run here; else why not."""
-    if not (REFERENCE / "katex" / "render.py").is_file():
-        return f"{REFERENCE / 'katex' / 'render.py'} is absent (upstream's KaTeX renderer)"
+    if not _render_py().is_file():
+        return f"{REFERENCE / 'katex' / 'render.py'} and {_VENDORED_RENDER} are absent (upstream's KaTeX renderer)"
     try:
         importlib.import_module("playwright.sync_api")
     except ImportError:
@@ -104,9 +112,11 @@ def load(cache_dir: Path | None = None) -> types.ModuleType:
     katex = pkg / "bench" / "katex"
     (katex / "__init__.py").write_text("from .render import compare_rendered_equations, render_equation\n")
     if math_ok:
-        for f in (REFERENCE / "katex").iterdir():
+        for f in (REFERENCE / "katex").iterdir() if (REFERENCE / "katex").is_dir() else ():
             if f.is_file():
                 shutil.copy(f, katex / f.name)
+        if not (katex / "render.py").exists():
+            shutil.copy(_VENDORED_RENDER, katex / "render.py")
         for name in ("katex.min.js", "katex.min.css"):  # byte-identical to upstream's (assets/katex/SOURCE.md)
             if not (katex / name).exists():
                 shutil.copy(KATEX / name, katex / name)
