@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.modeldir import check_model_dir
 from quantgate.recipes import LoadedRecipe, ModuleInfo, resolve
 from quantgate.recipes.model import BITS_PER_WEIGHT
 
@@ -37,13 +37,6 @@ class Plan:
         return {"per_format": {k: {**v, "bytes": int(v["bytes"])} for k, v in sorted(per.items())},
                 "bf16_bytes": int(bf16_bytes), "estimated_bytes": int(est),
                 "compression": round(bf16_bytes / est, 3) if est else None}
-
-
-def check_model_dir(model_dir: Path, trust_remote_code: bool = False) -> dict:
-    from quantgate.modeldir import check_model_dir as _check
-
-    _check(model_dir, trust_remote_code)
-    return json.loads((Path(model_dir) / "config.json").read_text("utf-8"))
 
 
 def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False) -> Plan:
