@@ -92,8 +92,8 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
             where = f"[{', '.join(infos)}{'; ' + dflt if dflt else ''}]"
         else:
             where = "[" + "; ".join(f"{n}{': ' + d if d else ''}" for n, d in defaults.items()) + "]"
-        g.add_argument(e["flag"], dest=_DEST + field, default=None, help=f"{first.description or field} {where}".replace("%", "%%"),
-                       **_argparse_kwargs(e["annotation"]))
+        text = f"{first.description or field} {where}".replace("%", "%%")
+        g.add_argument(e["flag"], dest=_DEST + field, default=None, help=text, **_argparse_kwargs(e["annotation"]))
 
 
 def backend_from_args(a: argparse.Namespace, variant: str | None = None) -> Backend:
