@@ -6,7 +6,7 @@ with the activations rounded by a by-hand reference of the scheme.
 
     python benchmarks/numerics_cpu.py [--out benchmarks/results/numerics_cpu.json]
 
-Models: the tiny random-weight Qwen3.5 fixture (quantgate.fixtures) and the bundled trained reader
+Models: the tiny random-weight Qwen3.5 fixture (quantgate.testing.fixtures) and the bundled trained reader
 (quantgate/assets/reader); inputs: one `reader`-profile synthetic page (image + prompt) — the input each
 module receives in that forward — and a seeded Gaussian of the same RMS per module.
 """

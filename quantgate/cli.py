@@ -4,10 +4,9 @@ line and an exit code. Heavy imports (torch, transformers, llmcompressor) happen
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
+from quantgate import __version__, commands
 from quantgate.errors import QuantgateError
 
 EPILOG = """\
@@ -31,13 +30,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from quantgate import commands
-
     p = _Parser(prog="quantgate", description="Is a quantized document-parsing VLM as good as BF16 on your "
                 "pages, and how much faster? Quantize, serve, score and gate — with statistics you can re-check.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from quantgate import __version__
-
     p.add_argument("--version", action="version", version=f"quantgate {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     commands.register(sub)
@@ -63,13 +58,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
 
-
-def print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-
-
-def existing_path(s: str) -> Path:
-    p = Path(s)
-    if not p.exists():
-        raise argparse.ArgumentTypeError(f"{s}: no such file or folder")
-    return p

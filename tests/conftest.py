@@ -14,7 +14,7 @@ OLMOCR_SAMPLE = SHARED / "data" / "olmocr-bench-sample"
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """The three fixture architectures, built once per test session (a few seconds each)."""
-    from quantgate import fixtures
+    from quantgate.testing import fixtures
 
     root = tmp_path_factory.mktemp("models")
     return {arch: fixtures.build(arch, root / arch) for arch in fixtures.ARCHITECTURES}

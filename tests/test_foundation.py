@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from quantgate import fixtures
+from quantgate.testing import fixtures
 
 
 def page_png(text="hello 42") -> bytes:
@@ -52,7 +52,7 @@ def test_fixture_loads_and_generates(tiny_models, arch):
 
 @pytest.mark.parametrize("arch", fixtures.ARCHITECTURES)
 def test_fixture_served_by_transformers_serve(tiny_models, arch, tmp_path):
-    from quantgate.serve.backends import TransformersBackend
+    from quantgate.serve.backends.transformers import TransformersBackend
 
     path = tiny_models[arch]
     url = "data:image/png;base64," + base64.b64encode(page_png()).decode()

@@ -12,11 +12,11 @@ import torch
 import yaml
 from PIL import Image
 
-from quantgate import fixtures
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.quantize import make_plan, quantize
 from quantgate.quantize.verify import verify_checkpoint
 from quantgate.recipes import list_presets, load_recipe
+from quantgate.testing import fixtures
 
 PRESETS = ["bf16", "fp8-dynamic", "nvfp4", "nvfp4a16", "mixed", "harmful-all-nvfp4"]
 
@@ -35,7 +35,7 @@ def test_presets_ship():
 def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pageset, tmp_path, arch):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from quantgate.serve.backends import TransformersBackend
+    from quantgate.serve.backends.transformers import TransformersBackend
 
     url = "data:image/png;base64," + base64.b64encode(_png()).decode()
     src_bytes = (tiny_models[arch] / "model.safetensors").stat().st_size
@@ -133,7 +133,7 @@ def test_layer_ranges(tiny_models, tmp_path):
 
 def test_narrow_modules_kept_bf16_with_warning(tmp_path):
     # A Qwen3.5 whose Gated DeltaNet has 8 value heads: in_proj_a/b are 8 wide, fitting no FP8 kernel.
-    from quantgate.fixtures import build_qwen3_5
+    from quantgate.testing.fixtures import build_qwen3_5
 
     src = tmp_path / "narrow"
     build_qwen3_5(src)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from quantgate import fixtures
+from quantgate.testing import fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 

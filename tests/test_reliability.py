@@ -23,12 +23,10 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 class StubBackend(Backend):
     """A managed (killable) stub server, so faults of a real server process can be injected fast."""
 
-    def __init__(self, **kw):
-        super().__init__(name="stub")
-        self.kw = kw
+    name = "stub"
 
     def server(self, model, log_path):
-        return ManagedServer("stub", lambda port: [sys.executable, "-m", "quantgate.serve.stub", "--port", str(port)],
+        return ManagedServer("stub", lambda port: [sys.executable, "-m", "quantgate.testing.stub", "--port", str(port)],
                              log_path, startup_timeout_s=60)
 
     def model_name(self, model):
@@ -68,7 +66,7 @@ def test_server_killed_mid_run_then_resumed(pages, variant, tmp_path, monkeypatc
             import psutil
 
             for p in psutil.Process(os.getpid()).children(recursive=True):
-                if "quantgate.serve.stub" in " ".join(p.cmdline()):
+                if "quantgate.testing.stub" in " ".join(p.cmdline()):
                     p.send_signal(signal.SIGKILL)
 
     monkeypatch.setattr(client, "append_jsonl", kill_after_three)

@@ -22,7 +22,7 @@ def _qg(*args, **kw):
 
 
 def _stub(tmp_path, *extra):
-    return ManagedServer("stub", lambda port: [sys.executable, "-m", "quantgate.serve.stub", "--port", str(port), *extra],
+    return ManagedServer("stub", lambda port: [sys.executable, "-m", "quantgate.testing.stub", "--port", str(port), *extra],
                          tmp_path / f"stub{len(extra)}.log", startup_timeout_s=60)
 
 
@@ -85,7 +85,7 @@ def test_kill_midway_and_resume(tiny_models, pages, tmp_path):
 def test_torn_last_line_is_dropped_on_resume(pages, tmp_path):
     run = tmp_path / "run"
     with _stub(tmp_path) as srv:
-        backend = make_backend("openai", endpoint=srv.base_url, served_model="stub")
+        backend = make_backend("openai", endpoint=srv.base_url, model="stub")
         serve_variant(Path("stub"), pages, backend, run, concurrency=[1], max_tokens=8, log=lambda s: None)
         lines = (run / "requests.jsonl").read_text().splitlines()
         torn = "\n".join(lines[:3]) + "\n" + lines[3][:40]  # a crash in the middle of writing record 4
@@ -113,7 +113,7 @@ def test_server_that_fails_to_start_reports_its_log(tiny_models, pages, tmp_path
 def test_faulty_requests_are_recorded_and_the_run_goes_on(pages, tmp_path, fault, expect):
     run = tmp_path / "run"
     with _stub(tmp_path, "--fault", fault, "--every", "3") as srv:
-        backend = make_backend("openai", endpoint=srv.base_url, served_model="stub")
+        backend = make_backend("openai", endpoint=srv.base_url, model="stub")
         m = serve_variant(Path("stub"), pages, backend, run, concurrency=[2], max_tokens=8, timeout_s=2,
                           log=lambda s: None)
     recs = load_records(run)
@@ -133,7 +133,7 @@ def test_unreadable_page_image_is_an_error_for_that_page(pages, tmp_path):
     first = json.loads((ps / "pages.jsonl").read_text().splitlines()[1])
     (ps / first["image"]).unlink()
     with _stub(tmp_path) as srv:
-        serve_variant(Path("stub"), ps, make_backend("openai", endpoint=srv.base_url, served_model="s"), tmp_path / "r",
+        serve_variant(Path("stub"), ps, make_backend("openai", endpoint=srv.base_url, model="s"), tmp_path / "r",
                       concurrency=[1], max_tokens=8, log=lambda s: None)
     recs = {r.page_id: r for r in load_records(tmp_path / "r")}
     assert len(recs) == 6 and "image unreadable" in recs[first["id"]].error
@@ -160,7 +160,7 @@ def test_not_a_model_folder(pages, tmp_path):
 
 def test_a_different_run_is_not_overwritten(pages, tmp_path):
     with _stub(tmp_path) as srv:
-        b = make_backend("openai", endpoint=srv.base_url, served_model="s")
+        b = make_backend("openai", endpoint=srv.base_url, model="s")
         serve_variant(Path("s"), pages, b, tmp_path / "r", max_tokens=8, log=lambda s: None)
         before = (tmp_path / "r" / "requests.jsonl").read_bytes()
         with pytest.raises(InputError, match="--overwrite"):
@@ -182,7 +182,7 @@ def test_speed_sweep_options_waves_and_ignore_eos(pages, tmp_path):
     # --waves sends ceil(waves x c) pages per level (at least 3); --ignore-eos reaches the server and
     # fixes the output length; both are part of the run's identity.
     with _stub(tmp_path) as srv:
-        b = make_backend("openai", endpoint=srv.base_url, served_model="s")
+        b = make_backend("openai", endpoint=srv.base_url, model="s")
         m = serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1, 4], max_tokens=7, ignore_eos=True,
                           waves=1.0, log=lambda s: None)
         recs = [json.loads(x) for x in (tmp_path / "r" / "requests.jsonl").read_text().splitlines()]
@@ -193,3 +193,34 @@ def test_speed_sweep_options_waves_and_ignore_eos(pages, tmp_path):
             serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1], max_tokens=7, log=lambda s: None)
         with pytest.raises(InputError, match="--waves"):
             serve_variant(Path("s"), pages, b, tmp_path / "r2", waves=0, log=lambda s: None)
+
+
+def test_page_images_are_read_off_the_event_loop(tmp_path):
+    """A page image read on the event loop stalls every stream in flight (their TTFT and latency grow
+    by the read time): images are read in worker threads, and one that cannot be read is still that
+    page's recorded error."""
+    import asyncio
+    import threading
+
+    from quantgate.serve.client import RequestSpec, run_level
+
+    readers: list[int] = []
+
+    def load_ok():
+        readers.append(threading.get_ident())
+        return b"\x89PNG not really"
+
+    def load_gone():
+        readers.append(threading.get_ident())
+        raise OSError("gone")
+
+    async def level(spec):
+        return threading.get_ident(), await run_level(spec, [("a", load_ok), ("b", load_gone), ("c", load_ok)], 2,
+                                                      tmp_path / "requests.jsonl", "s")
+
+    with _stub(tmp_path) as srv:
+        loop_thread, recs = asyncio.run(level(RequestSpec(base_url=srv.base_url, model="s", prompt="p", max_tokens=4)))
+    assert len(readers) == 4 and loop_thread not in readers  # 3 pages + the warm-up's read
+    errors = {r.page_id: r.error for r in recs}
+    assert errors["a"] is None and errors["c"] is None and errors["b"] == "image unreadable: gone"
+    assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 3

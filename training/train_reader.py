@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from quantgate import fixtures
 from quantgate.heldout.synth import reader_sample, vocabulary
+from quantgate.testing import fixtures
 
 PROMPT = "Convert this page to markdown. Output only the markdown."
 

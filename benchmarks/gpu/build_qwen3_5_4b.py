@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate import fixtures
+from quantgate.testing import fixtures
 
 VOCAB = 248320
 TEXT = dict(hidden_size=2560, intermediate_size=9216, num_hidden_layers=32, num_attention_heads=16,

@@ -32,7 +32,8 @@ from quantgate.heldout import load_pageset
 from quantgate.quantize.verify import checkpoint_tensors
 from quantgate.records import DEFAULT_PROMPT
 from quantgate.serve import make_backend, serve_variant
-from quantgate.serve.backends import OpenAIBackend, kernels_from_log
+from quantgate.serve.backends.openai import OpenAIBackend
+from quantgate.serve.backends.vllm import kernels_from_log
 
 SERVER_ARGS = ["--gdn-prefill-backend=triton", "--no-enable-prefix-caching",
                # CUDA graphs for decode without torch.compile: compile took >200 s per variant here,

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata as md
 import os
-import shlex
-import subprocess
 
-from quantgate.cli import print_json
+from quantgate.commands._args import print_json
 
-PACKAGES = ["torch", "torchvision", "transformers", "llmcompressor", "compressed-tensors", "lm_eval",
+PACKAGES = ["quantgate", "torch", "torchvision", "transformers", "llmcompressor", "compressed-tensors", "lm_eval",
             "rapidfuzz", "pandas", "pypdfium2"]
 
 
@@ -22,43 +19,25 @@ def register(sub) -> None:
     d.set_defaults(func=cmd_doctor)
 
 
-def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def vllm_version(cmd: str | None) -> tuple[str | None, str]:
-    if not cmd:
-        return None, "not configured (set $QUANTGATE_VLLM or pass --vllm-cmd)"
-    try:
-        r = subprocess.run([*shlex.split(cmd), "--version"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"{cmd!r} did not run: {e}"
-    if r.returncode != 0:
-        return None, f"{cmd!r} --version exited {r.returncode}: {(r.stderr or r.stdout).strip()[-200:]}"
-    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "?", "ok"
-
-
 def cmd_doctor(a: argparse.Namespace) -> int:
-    info: dict = {"packages": package_versions()}
+    from quantgate.provenance import git_commit, package_versions
+    from quantgate.serve.backends.vllm import VLLM_ENV, probe_version
+
+    info: dict = {"packages": package_versions(PACKAGES), "git_commit": git_commit()}
     try:
         import torch
 
         info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except ImportError:
         info["gpu"] = None
-    ver, why = vllm_version(a.vllm_cmd or os.environ.get("QUANTGATE_VLLM"))
+    ver, why = probe_version(a.vllm_cmd or os.environ.get(VLLM_ENV))
     info["vllm"] = {"version": ver, "status": why}
     if a.json:
         print_json(info)
         return 0
     for k, v in info["packages"].items():
         print(f"{k:>20}: {v or 'not installed'}")
+    print(f"{'git commit':>20}: {info['git_commit'] or '- (not a git checkout)'}")
     print(f"{'gpu':>20}: {info['gpu'] or 'none visible (CPU only)'}")
     print(f"{'vllm':>20}: {ver or '-'} ({why})")
     return 0

@@ -4,7 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli import existing_path
+from quantgate.commands._args import existing_path
+from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
 def register(sub) -> None:
@@ -23,12 +24,7 @@ def register(sub) -> None:
     s.add_argument("--limit", type=int, help="at most N documents per task")
     s.add_argument("--concurrent", type=int, default=1, help="requests in flight (lm-eval num_concurrent)")
     s.add_argument("-o", "--output", required=True, type=Path)
-    s.add_argument("--backend", default="transformers", choices=["transformers", "vllm", "openai"])
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--endpoint", help="openai backend: base URL, e.g. http://host:8000/v1")
-    s.add_argument("--api-key-env")
-    s.add_argument("--vllm-cmd")
-    s.add_argument("--server-arg", action="append", default=[])
+    add_backend_flags(s)
     s.set_defaults(func=cmd_lmeval)
 
     c = sub.add_parser("lmeval-compare", help="paired verdicts between two lmeval outputs",
@@ -47,7 +43,6 @@ def cmd_lmeval(a: argparse.Namespace) -> int:
     from quantgate.errors import InputError
     from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
     from quantgate.records import DEFAULT_PROMPT
-    from quantgate.serve import make_backend
 
     tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     include = a.include_path
@@ -56,8 +51,7 @@ def cmd_lmeval(a: argparse.Namespace) -> int:
             raise InputError("--page-task writes its own include path; run your --include-path tasks separately")
         include = write_page_task(a.page_task, a.output / "task", prompt=DEFAULT_PROMPT)
         tasks.append(PAGE_TASK)
-    backend = make_backend(a.backend, device=a.device, endpoint=a.endpoint, served_model=str(a.variant),
-                           api_key_env=a.api_key_env, vllm_cmd=a.vllm_cmd, extra_args=a.server_arg)
+    backend = backend_from_args(a, variant=str(a.variant))
     run = run_lmeval(a.variant, backend, a.output, tasks=tasks, include_path=include, limit=a.limit,
                      concurrent=a.concurrent, log=lambda s: print(s, file=sys.stderr))
     print(f"{'task':<28}{'metric':<28}{'value':>8}{'stderr':>9}{'n':>6}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from quantgate.cli import existing_path, print_json
+from quantgate.commands._args import existing_path, print_json
 
 
 def register(sub) -> None:

@@ -4,7 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli import existing_path
+from quantgate.commands._args import existing_path
+from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
 def concurrency_list(s: str) -> list[int]:
@@ -19,8 +20,8 @@ def concurrency_list(s: str) -> list[int]:
 
 def register(sub) -> None:
     s = sub.add_parser("serve", help="serve a variant and send every page at each concurrency level",
-                       description="Start a server for VARIANT (transformers serve or vllm serve; or use an "
-                       "existing endpoint), send every page of the split as a streamed chat request at each "
+                       description="Start a server for VARIANT (transformers serve, vllm serve, a command you give; "
+                       "or use an existing endpoint), send every page of the split as a streamed chat request at each "
                        "concurrency level, append one record per request to RUN/requests.jsonl, and write speed "
                        "figures to RUN/run.json. Rerunning the same command resumes where it stopped.",
                        epilog="vLLM lives in its own environment: --vllm-cmd '/opt/vllm/bin/vllm' or "
@@ -29,7 +30,6 @@ def register(sub) -> None:
     s.add_argument("--pages", required=True, type=existing_path)
     s.add_argument("-o", "--output", required=True, type=Path, help="run folder")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
-    s.add_argument("--backend", default="transformers", choices=["transformers", "vllm", "openai"])
     s.add_argument("--concurrency", type=concurrency_list, default=[1], help="levels, e.g. 1,8,32 (default 1)")
     s.add_argument("--max-tokens", type=int, default=1024)
     s.add_argument("--prompt", default=None, help="instruction sent with each page image")
@@ -40,28 +40,17 @@ def register(sub) -> None:
                    "(at least 3) instead of every page at every level")
     s.add_argument("--ignore-eos", action="store_true", help="ask the server to generate exactly --max-tokens "
                    "(vLLM's ignore_eos): fixed output length for speed runs on random weights")
-    s.add_argument("--device", default="cpu", help="transformers backend device (cpu, cuda:0, auto)")
-    s.add_argument("--endpoint", help="openai backend: base URL, e.g. http://host:8000/v1")
-    s.add_argument("--api-key-env", help="openai backend: environment variable holding the API key")
-    s.add_argument("--vllm-cmd", help="vllm backend: command that runs vLLM's CLI (default $QUANTGATE_VLLM)")
-    s.add_argument("--tensor-parallel-size", type=int, default=1)
-    s.add_argument("--data-parallel-size", type=int, default=1)
-    s.add_argument("--max-model-len", type=int)
-    s.add_argument("--gpu-memory-utilization", type=float)
-    s.add_argument("--server-arg", action="append", default=[], help="extra server argument (repeatable)")
     s.add_argument("--overwrite", action="store_true", help="discard a different run in the output folder")
+    add_backend_flags(s)
     s.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from quantgate.serve import make_backend, serve_variant
+    from quantgate.serve import serve_variant
 
-    backend = make_backend(a.backend, device=a.device, endpoint=a.endpoint, served_model=str(a.variant),
-                           api_key_env=a.api_key_env, vllm_cmd=a.vllm_cmd, tensor_parallel_size=a.tensor_parallel_size,
-                           data_parallel_size=a.data_parallel_size, max_model_len=a.max_model_len,
-                           gpu_memory_utilization=a.gpu_memory_utilization, extra_args=a.server_arg)
+    backend = backend_from_args(a, variant=str(a.variant))
     bars = []
 
     def on_level(c, n):

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli import existing_path
+from quantgate.commands._args import existing_path
 
 
 def register(sub) -> None:

@@ -61,8 +61,8 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from quantgate.serve.backends import OpenAIBackend
-    from quantgate.serve.run import weights_fingerprint
+    from quantgate.fingerprint import weights_fingerprint
+    from quantgate.serve.server import started
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -72,33 +72,21 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
     unknown = [t for t in tasks if t not in tm.all_tasks]
     if unknown:
         raise InputError(f"unknown lm-eval task(s) {unknown}; local tasks need --include-path DIR holding their YAML")
-    is_endpoint = isinstance(backend, OpenAIBackend)
-    server = None if is_endpoint else backend.server(Path(variant), out / "server.log")
-    try:
-        if server is not None:
-            log(f"starting {server.name} for lm-eval …")
-            server.start()
-            base = server.base_url
-        else:
-            base = backend.endpoint.rstrip("/")
-        model_args = {"base_url": f"{base}/chat/completions", "model": backend.model_name(Path(variant)),
+    with started(backend, Path(variant), out / "server.log", log) as ep:
+        model_args = {"base_url": f"{ep.base_url}/chat/completions", "model": ep.model,
                       "max_images": 1, "num_concurrent": concurrent, "max_retries": 3, "tokenized_requests": False,
                       # no client-side tokenizer: lm-eval needs none for image tasks, and its EOS stop string
                       # would reach transformers serve, which fails on stop strings with VLM processors
                       "tokenizer_backend": None}
-        if is_endpoint and backend.api_key_env:
-            import os
-
-            model_args["api_key"] = os.environ.get(backend.api_key_env, "")  # read by lm-eval as a model arg
+        if ep.api_key is not None:
+            model_args["api_key"] = ep.api_key  # read by lm-eval as a model arg
         _register_model()
         res = lm_eval.simple_evaluate(model=MODEL, model_args=model_args, tasks=tasks,
                                       task_manager=tm, limit=limit, log_samples=True, apply_chat_template=True,
                                       use_cache=str(out / "lm_cache"), random_seed=0, numpy_random_seed=0,
                                       torch_random_seed=0, fewshot_random_seed=0)
-    finally:
-        if server is not None:
-            server.stop()
-    run = LmEvalRun(variant=str(variant), variant_fingerprint=None if is_endpoint else weights_fingerprint(Path(variant)),
+    fingerprint = weights_fingerprint(Path(variant)) if backend.serves_local_weights else None
+    run = LmEvalRun(variant=str(variant), variant_fingerprint=fingerprint,
                     backend=backend.name, tasks=tasks, include_path=str(include_path) if include_path else None,
                     limit=limit, lm_eval_version=md.version("lm_eval"))
     hib = res.get("higher_is_better", {})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.modeldir import check_model_dir
 from quantgate.recipes import LoadedRecipe, ModuleInfo, resolve
 from quantgate.recipes.model import BITS_PER_WEIGHT
 
@@ -39,19 +39,12 @@ class Plan:
                 "compression": round(bf16_bytes / est, 3) if est else None}
 
 
-def check_model_dir(model_dir: Path, trust_remote_code: bool = False, allow_pickle_files: bool = False) -> dict:
-    from quantgate.modeldir import check_model_dir as _check
-
-    # The plan reads only config.json: the chat template is checked by quantize, which renders it.
-    _check(model_dir, trust_remote_code, allow_pickle_files=allow_pickle_files, chat_template=False)
-    return json.loads((Path(model_dir) / "config.json").read_text("utf-8"))
-
-
 def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False, *,
               allow_pickle_files: bool = False) -> Plan:
     from quantgate.quantize.classify import list_modules, load_meta_model
 
-    check_model_dir(model_dir, trust_remote_code, allow_pickle_files)
+    # The plan reads only config.json: the chat template is checked by quantize, which renders it.
+    check_model_dir(model_dir, trust_remote_code, allow_pickle_files=allow_pickle_files, chat_template=False)
     try:
         model = load_meta_model(model_dir, trust_remote_code)
     except (ValueError, KeyError, OSError) as e:

@@ -18,23 +18,12 @@ from pathlib import Path
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.fileio import atomic_write_json, sha256_file
+from quantgate.provenance import package_versions
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
 from quantgate.records_files import VariantManifest
 
 MANIFEST = "quantgate.json"
 _PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
-
-
-def package_versions() -> dict[str, str | None]:
-    import importlib.metadata as md
-
-    out = {}
-    for p in _PKGS:
-        try:
-            out[p] = md.version(p)
-        except md.PackageNotFoundError:
-            out[p] = None
-    return out
 
 
 def file_hashes(folder: Path) -> dict[str, dict]:
@@ -261,7 +250,7 @@ def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, ki
         "calibration": {"pageset": str(calibration) if cal_ids else None, "page_ids": cal_ids,
                         "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
                         "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
-        "inputs": fp, "packages": package_versions(), "files": files,
+        "inputs": fp, "packages": package_versions(_PKGS), "files": files,
         "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
                  "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
         "wall_s": round(time.time() - t0, 2),

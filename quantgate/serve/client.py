@@ -115,13 +115,27 @@ async def _one(client: aiohttp.ClientSession, spec: RequestSpec, body: dict) -> 
             "finish_reason": finish}
 
 
-async def send_page(client: aiohttp.ClientSession, spec: RequestSpec, page_id: str, png: bytes | Exception,
+async def read_image(load: Callable[[], bytes]) -> str | Exception:
+    """The page as a data URL, read and encoded in a worker thread: a multi-megapixel PNG read on the
+    event loop would stall every other stream in flight and inflate their TTFT and latency. A page
+    that cannot be read comes back as its exception, recorded as that page's error."""
+    def read() -> str:
+        return data_url(load())
+
+    try:
+        return await asyncio.to_thread(read)
+    except Exception as e:  # noqa: BLE001 — recorded for that page
+        return e
+
+
+async def send_page(client: aiohttp.ClientSession, spec: RequestSpec, page_id: str, image_url: str | Exception,
                     concurrency: int, session: str) -> RequestRecord:
+    """One page's request; its timer starts here, after the image was read."""
     start = time.time()
-    if isinstance(png, Exception):
+    if isinstance(image_url, Exception):
         return RequestRecord(page_id=page_id, concurrency=concurrency, start=start, end=time.time(),
-                             error=f"image unreadable: {png}", attempts=0, session=session)
-    body = chat_body(spec, data_url(png))
+                             error=f"image unreadable: {image_url}", attempts=0, session=session)
+    body = chat_body(spec, image_url)
     attempts = 0
     while True:
         attempts += 1
@@ -153,9 +167,10 @@ async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes
     timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
         if warmup and pages:
-            pid, load = pages[0]
+            url = await read_image(pages[0][1])
             try:
-                await _one(client, spec, chat_body(spec, data_url(load())))
+                if not isinstance(url, Exception):
+                    await _one(client, spec, chat_body(spec, url))
             except Exception:  # noqa: BLE001 — a failing warm-up shows up again in the timed requests
                 pass
         queue: asyncio.Queue = asyncio.Queue()
@@ -168,11 +183,7 @@ async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes
                     pid, load = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                try:
-                    png: bytes | Exception = load()
-                except Exception as e:  # noqa: BLE001 — recorded for that page
-                    png = e
-                rec = await send_page(client, spec, pid, png, concurrency, session)
+                rec = await send_page(client, spec, pid, await read_image(load), concurrency, session)
                 try:
                     append_jsonl(requests_path, rec.model_dump())
                 except OSError as e:  # disk full, read-only: stop rather than measure what cannot be kept

@@ -11,6 +11,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,3 +140,34 @@ class ManagedServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@dataclass
+class Endpoint:
+    """Where requests for one variant go, as ``started`` yields it."""
+
+    base_url: str  # …/v1
+    model: str  # the requests' ``model`` field
+    api_key: str | None = None
+    server: ManagedServer | None = None  # None: an endpoint quantgate did not start
+
+
+@contextmanager
+def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = print) -> Iterator[Endpoint]:
+    """The backend's server for ``model``, started and healthy for the ``with`` block and stopped after
+    it (or the backend's running endpoint). Shared by ``serve`` and ``lmeval``."""
+    if backend.serves_local_weights:
+        from quantgate.modeldir import check_model_dir
+
+        check_model_dir(model)  # safetensors only, no remote code: before a server spends minutes on it
+    server = backend.server(Path(model), log_path)
+    api_key = backend.api_key()
+    if server is None:
+        yield Endpoint(backend.endpoint_url(), backend.model_name(Path(model)), api_key)
+        return
+    log(f"starting {server.name} …")
+    try:
+        server.start()
+        yield Endpoint(server.base_url, backend.model_name(Path(model)), api_key, server)
+    finally:
+        server.stop()

@@ -2,7 +2,7 @@
 overhead (benchmarks/client_overhead.py) and for injecting faults in tests (hangs, HTTP 500,
 malformed chunks, non-OpenAI JSON). Not a backend: it never looks at the image.
 
-    python -m quantgate.serve.stub --port 8011 [--fault hang|500|badchunk|notopenai] [--every 3]
+    python -m quantgate.testing.stub --port 8011 [--fault hang|500|badchunk|notopenai] [--every 3]
 """
 
 from __future__ import annotations

@@ -1,0 +1,64 @@
+"""``transformers serve``: the embedded default, on CPU or a GPU."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from pydantic import Field
+
+from quantgate.errors import InputError
+from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
+
+
+class TransformersOptions(ServerArgs):
+    device: str = Field("cpu", min_length=1, description="device transformers serve runs on (cpu, cuda:0, auto)")
+    continuous_batching: bool = Field(False, description="transformers serve's continuous batching (otherwise "
+                                      "one request at a time)")
+
+
+@register_backend("transformers")
+class TransformersBackend(Backend):
+    """transformers serve (CPU or GPU), started per variant.
+
+    Without continuous batching it serialises requests, so throughput is flat across concurrency
+    levels; runs say so."""
+
+    Options = TransformersOptions
+    options: TransformersOptions
+
+    def server(self, model: Path, log_path: Path):
+        from quantgate.serve.server import ManagedServer
+
+        exe = shutil.which("transformers", path=os.path.dirname(sys.executable)) or shutil.which("transformers")
+        if not exe:
+            raise InputError("`transformers` CLI not found; install transformers[serving] in this environment")
+        o = self.options
+
+        def cmd(port: int) -> list[str]:
+            c = [exe, "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--device", o.device]
+            if o.continuous_batching:
+                c.append("--continuous-batching")
+            return c + list(o.extra_args)
+
+        return ManagedServer(name=f"transformers serve {model.name}", make_command=cmd, log_path=log_path,
+                             env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, startup_timeout_s=300)
+
+    def server_version(self) -> str | None:
+        return f"transformers {md.version('transformers')}"
+
+    def notes(self, model: Path) -> list[str]:
+        notes = []
+        if not self.options.continuous_batching:
+            notes.append("transformers serve handles one request at a time: throughput is flat across "
+                         "concurrency levels; use it for accuracy, vLLM for speed")
+        cfg = Path(model) / "config.json"
+        if cfg.is_file() and json.loads(cfg.read_text("utf-8")).get("quantization_config"):
+            notes.append("transformers serve decompresses compressed-tensors weights to BF16 at load: this run "
+                         "measures weight-quantization error only (activation quantization is not simulated) "
+                         "and no quantized-kernel speed")
+        return notes

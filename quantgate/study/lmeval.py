@@ -1,0 +1,54 @@
+"""A study's lm-eval step: each variant through its own server, skipped when a finished run matches the
+weights; then paired verdicts against the baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from quantgate.errors import InputError
+from quantgate.fingerprint import weights_fingerprint
+from quantgate.study.spec import Study, resolve_path
+
+
+def run_lmeval_per_variant(st: Study, base: Path, out: Path, pages_dir: Path, variants: dict[str, Path],
+                           backend_for, log) -> None:
+    """lm-eval per variant through its own server; skipped when a finished run matches the weights."""
+    from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
+    from quantgate.lmeval.run import RESULT
+
+    spec = st.lm_eval
+    # like every other path in a study, include_path is relative to the study file
+    tasks, include = list(spec.tasks), (str(resolve_path(base, spec.include_path)) if spec.include_path else None)
+    if spec.page_task:
+        if include:
+            raise InputError("lm_eval: page_task and include_path cannot be combined (lm-eval takes one include "
+                             "path); set page_task: false or put your tasks beside the page task")
+        include = str(write_page_task(pages_dir, out / "lmeval" / "task", prompt=st.prompt, split=st.split,
+                                      limit=spec.limit, max_tokens=min(st.max_tokens, 64)))
+        tasks.append(PAGE_TASK)
+    for v in st.variants:
+        d = out / "lmeval" / v.name
+        if (d / RESULT).is_file():
+            old = json.loads((d / RESULT).read_text("utf-8"))
+            if (old.get("variant_fingerprint"), old.get("tasks"), old.get("limit")) == \
+                    (weights_fingerprint(variants[v.name]), tasks, spec.limit):
+                continue
+        log(f"[lm-eval] {v.name}: {', '.join(tasks)}")
+        run_lmeval(variants[v.name], backend_for(v), d, tasks=tasks, include_path=Path(include) if include else None,
+                   limit=spec.limit, concurrent=spec.concurrent, log=log)
+
+
+def lmeval_verdicts(st: Study, out: Path) -> dict:
+    from quantgate.lmeval import compare_lmeval
+    from quantgate.lmeval.run import load_lmeval
+
+    spec = st.lm_eval
+    rows = []
+    for v in st.variants:
+        if v.name != st.baseline:
+            rows += [{"variant": v.name, **r} for r in compare_lmeval(
+                out / "lmeval" / st.baseline, out / "lmeval" / v.name, margins=spec.margins,
+                default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, names=(st.baseline, v.name))]
+    runs = {v.name: load_lmeval(out / "lmeval" / v.name)[0].model_dump() for v in st.variants}
+    return {"verdicts": rows, "runs": runs}

@@ -1,0 +1,129 @@
+"""A study's YAML: its schema (unknown keys refused with their path) and ``load_study``. The
+``backend:`` block is derived from the registered backends' own option models
+(``quantgate.serve.backends.derive``), so a new backend needs no change here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from quantgate.errors import InputError
+from quantgate.records import DEFAULT_PROMPT, parse_record
+from quantgate.serve.backends.derive import default_study_backend, study_backend_type
+
+
+class _S(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SynthPages(_S):
+    n: int = Field(ge=2)
+    seed: int = 0
+    profile: Literal["doc", "simple", "reader"] = "doc"
+    calibration_fraction: float = 0.2
+    noise: float = 0.03
+
+
+class PagesSpec(_S):
+    path: str | None = None
+    synth: SynthPages | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.path is None) == (self.synth is None):
+            raise ValueError("give exactly one of 'path' (an existing page set) or 'synth'")
+        return self
+
+
+class VariantSpec(_S):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    recipe: str
+    server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
+
+
+BackendSpec = study_backend_type()  # {name: transformers | vllm | openai | external | …, that backend's options}
+
+
+class LmEvalSpec(_S):
+    tasks: list[str] = Field(default_factory=list)  # lm-eval task names
+    include_path: str | None = None  # folder of local task YAML (offline: dataset_path: json + data_files)
+    page_task: bool = True  # add quantgate_page_heading, built from the study's page set
+    limit: int | None = None  # documents per task
+    concurrent: int = 1
+    margin: float = 0.02  # equivalence margin in each metric's units
+    margins: dict[str, float] = Field(default_factory=dict)  # per "metric" or "task/metric"
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not self.tasks and not self.page_task:
+            raise ValueError("lm_eval needs tasks, or page_task: true")
+        return self
+
+
+class Study(_S):
+    schema_version: int = 1
+    name: str
+    model: str
+    prompt: str = DEFAULT_PROMPT
+    pages: PagesSpec
+    split: str = "heldout"
+    limit: int | None = None
+    variants: list[VariantSpec] = Field(min_length=2)
+    baseline: str = "bf16"
+    calibration_samples: int = 32
+    backend: BackendSpec = Field(default_factory=default_study_backend)
+    concurrency: list[int] = Field(default_factory=lambda: [1, 8], min_length=1)
+    noise_concurrency: int | None = None  # the baseline's second level, used as its noise run
+    max_tokens: int = 1024
+    timeout_s: float = 600.0
+    slo_s: float = 10.0
+    metrics: list[str] = Field(default_factory=lambda: ["ned", "cer", "bow_f1"])
+    margins: dict[str, float] = Field(default_factory=dict)
+    seed: int = 0
+    resamples: int = 10_000
+    output: str | None = None
+    lm_eval: LmEvalSpec | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique: {names}")
+        if self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the variants {names}")
+        return self
+
+
+def load_study(path: Path) -> Study:
+    path = Path(path)
+    try:
+        obj = yaml.safe_load(path.read_text("utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the study ({e})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{path}: a study is a YAML mapping")
+    st = parse_record(Study, obj, where=str(path))
+    from quantgate.scoring import get_metric
+
+    for m in st.metrics:
+        try:
+            get_metric(m)
+        except InputError as e:
+            raise InputError(f"{path}: metrics: {e}") from None
+    for m in st.margins:
+        if m not in st.metrics:
+            raise InputError(f"{path}: margins.{m}: not one of the study's metrics {st.metrics}")
+    for i, v in enumerate(st.variants):
+        if v.server_args and "extra_args" not in type(st.backend).model_fields:
+            raise InputError(f"{path}: variants.{i}.server_args: backend {st.backend.name} starts no server to "
+                             "pass them to")
+    return st
+
+
+def resolve_path(base: Path, p: str) -> Path:
+    """A path written in a study: relative to the study file's folder unless absolute."""
+    q = Path(p)
+    return q if q.is_absolute() else (base / q)
