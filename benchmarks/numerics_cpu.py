@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from quantgate import fixtures
+from quantgate.testing import fixtures
 from quantgate.demo import READER
 from quantgate.heldout import load_pageset
 from quantgate.heldout.synth import synth_pages

@@ -34,7 +34,7 @@ def _one_error_line(r):
 
 @pytest.fixture(scope="module")
 def llava(tmp_path_factory):
-    from quantgate import fixtures
+    from quantgate.testing import fixtures
 
     return fixtures.build("llava", tmp_path_factory.mktemp("hostile") / "llava")
 

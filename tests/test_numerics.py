@@ -26,7 +26,7 @@ ALL_FORMATS = Path(__file__).parent / "data" / "all-formats.yaml"
 @pytest.fixture(scope="module")
 def all_formats_variant(tmp_path_factory, synth_pageset):
     """The tiny Qwen3.5 with every quantized format quantgate produces, each on its own modules."""
-    from quantgate import fixtures
+    from quantgate.testing import fixtures
     from quantgate.quantize import quantize
 
     root = tmp_path_factory.mktemp("numerics")
@@ -90,7 +90,7 @@ def test_served_text_is_the_activation_quantized_forward(all_formats_variant, tm
     from transformers.cli.serving.model_manager import ModelManager
     from transformers.cli.serving.utils import parse_assistant_message
 
-    from quantgate.serve.backends import TransformersBackend
+    from quantgate.serve.backends.transformers import TransformersBackend
 
     _, variant = all_formats_variant
     n = 48
