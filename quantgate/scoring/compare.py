@@ -20,8 +20,7 @@ from quantgate.scoring.stats import (
     holm,
 )
 
-POWER_METHOD = ("normal approximation at the observed mean, with the spread the interval implies "
-                "(never below the pages' sd)")
+POWER_METHOD = "normal approximation at the observed mean; spread from the interval, at least the pages' sd"
 
 
 def _listing(ids) -> str:
