@@ -129,25 +129,45 @@ class RunManifest(Record):
 
 # --- scoring ---------------------------------------------------------------------------------
 
-VerdictName = Literal["within_noise", "regression", "inconclusive"]
+VerdictName = Literal["within_noise", "regression", "inconclusive", "not_equivalent"]
+ReasonName = Literal["ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin",
+                     "too_few_pages", "identical_outputs", "outputs_differ"]
 
 
 class Verdict(Record):
-    schema_version: int = SCHEMA_VERSION
+    """One paired comparison (docs/statistics.md). Interval, delta and noise are in the metric's own
+    units and direction; the tests themselves run on differences oriented so that higher is better."""
+
+    schema_version: int = 2
     metric: str
     higher_is_better: bool
     verdict: VerdictName
+    reason: ReasonName
+    test: Literal["non_inferiority", "equivalence", "exact"]
+    message: str  # what the verdict means and, when it does not decide, what to do
     n: int
     baseline_mean: float
     candidate_mean: float
     delta: float  # mean(candidate - baseline), metric's own units
     ci_low: float
     ci_high: float
-    confidence: float
-    margin: float  # the margin actually used (max of requested and noise floor)
-    requested_margin: float
-    noise_floor: float | None
+    confidence: float  # coverage of [ci_low, ci_high]; each end is a one-sided test at level alpha
+    alpha: float
+    interval: Literal["studentized_hall", "bca", "percentile", "degenerate"]
+    margin: float  # the declared margin: never widened by data
+    requested_margin: float  # kept for schema-1 readers; equals margin
+    margin_source: Literal["registry", "given"]
+    noise_floor: float | None  # one-sided (1 - alpha) upper bound on |baseline' - baseline| mean shift
+    noise_delta: float | None = None  # mean(baseline' - baseline), metric's own units
     seed: int
     n_resamples: int
+    min_pages: int
+    power: float
     pages_needed: int | None = None
+    pages_needed_method: str
+    p_regression: float  # one-sided p of H0 "shift no worse than -margin", from the same interval
+    p_noninferiority: float  # one-sided p of H0 "shift at least margin worse" (1 - p_regression)
+    p_regression_holm: float | None = None  # set by quantgate.scoring.compare.adjust_family
+    pages_changed: int | None = None  # pages whose output text differs (score rows with output_sha256)
+    pages_compared: int | None = None
     missing_pages: list[str] = Field(default_factory=list)

@@ -6,6 +6,9 @@ from pathlib import Path
 
 from quantgate.commands._args import existing_path, print_json
 
+# The registry's margins, spelled out so that building the parser imports no numpy; a test keeps them equal.
+DEFAULT_MARGINS = "ned 0.01, cer 0.01, wer 0.02, bow_f1 0.01, table_teds 0.02, checks 0.02"
+
 
 def register(sub) -> None:
     s = sub.add_parser("score", help="score predictions (a run, or a folder of .md files) against a page set",
@@ -22,20 +25,67 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_score)
 
     c = sub.add_parser("compare", help="paired verdict: is CANDIDATE within noise of BASELINE on a metric?",
-                       description="Pair two score files by page and decide: within_noise (90%% bootstrap interval "
-                       "of the mean difference above -margin), regression (wholly below -margin) or inconclusive. "
-                       "The margin is the larger of --margin and the noise floor measured from --noise (a second "
-                       "baseline run). Exit code: 0 within_noise, 1 regression, 2 inconclusive.")
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="""\
+Pair two score files by page and test the mean page difference against a declared margin
+(docs/statistics.md). Default: non-inferiority, one-sided at 95%:
+  within_noise  the candidate is at worst MARGIN worse (the 90% interval's lower end is above -margin)
+  regression    it is worse by more than MARGIN (the whole interval lies beyond -margin)
+  inconclusive  neither, fewer than 20 pages, or a noise floor above the margin; the verdict says
+                why (reason) and how many pages would decide it at 80% power
+The interval is a seeded studentized bootstrap (Hall's skewness-corrected t). --noise (the baseline
+scored again, e.g. at another concurrency, on the same pages) gives the noise floor: shown beside the
+verdict, never added to the margin; above the margin the verdict is inconclusive.
+Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
+                       epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
     c.add_argument("baseline", type=existing_path)
     c.add_argument("candidate", type=existing_path)
     c.add_argument("--metric", required=True)
-    c.add_argument("--noise", type=existing_path, help="scores of a second baseline run (e.g. another concurrency)")
-    c.add_argument("--margin", type=float, default=0.0, help="equivalence margin in the metric's units (default 0)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--resamples", type=int, default=10_000)
-    c.add_argument("--allow-missing", action="store_true", help="compare only pages present in both files")
+    c.add_argument("--noise", type=existing_path, help="scores of a second baseline run on the same pages")
+    c.add_argument("--margin", type=_margin, default=None,
+                   help="declared margin in the metric's units, > 0 (default: the metric's, listed below)")
+    t = c.add_mutually_exclusive_group()
+    t.add_argument("--equivalence", action="store_true",
+                   help="two-sided: both ends inside ±margin (a candidate suspiciously *better* fails too)")
+    t.add_argument("--exact", action="store_true",
+                   help="pass only when every page's output text is identical (by the score files' output_sha256)")
+    c.add_argument("--seed", type=_seed, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
+    c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
+
+
+def _margin(s: str) -> float:
+    import math
+
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{s} must be a finite number > 0 (for exact equality use --exact)")
+    return v
+
+
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
+    return v
+
+
+def _resamples(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+    if v < 1000:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 1000 (a 5% tail needs at least ~1,000 resamples)")
+    return v
 
 
 def cmd_score(a: argparse.Namespace) -> int:
@@ -67,25 +117,31 @@ def cmd_score(a: argparse.Namespace) -> int:
     return 0
 
 
-EXIT = {"within_noise": 0, "regression": 1, "inconclusive": 2}
+EXIT = {"within_noise": 0, "regression": 1, "not_equivalent": 1, "inconclusive": 2}
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from quantgate.scoring import compare_files
 
     v = compare_files(a.baseline, a.candidate, a.metric, noise=a.noise, margin=a.margin, seed=a.seed,
-                      n_resamples=a.resamples, allow_missing=a.allow_missing)
+                      n_resamples=a.resamples, allow_missing=a.allow_missing, equivalence=a.equivalence,
+                      exact=a.exact)
     if a.json:
         print_json(v.model_dump())
-    else:
-        better = "higher" if v.higher_is_better else "lower"
-        print(f"{v.metric} ({better} is better), {v.n} paired pages: {v.verdict.upper()}")
-        print(f"  baseline {v.baseline_mean:.4f}  candidate {v.candidate_mean:.4f}  delta {v.delta:+.4f} "
-              f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] ({v.confidence:.0%} paired bootstrap, {v.n_resamples} resamples, seed {v.seed})")
-        nf = "none measured" if v.noise_floor is None else f"{v.noise_floor:.4f}"
-        print(f"  margin {v.margin:.4f} (requested {v.requested_margin:.4f}, noise floor {nf})")
-        if v.pages_needed:
-            print(f"  about {v.pages_needed} pages would decide it at this spread")
-        if v.missing_pages:
-            print(f"  {len(v.missing_pages)} page(s) only on one side, left out: {', '.join(v.missing_pages[:10])}")
+        return EXIT[v.verdict]
+    better = "higher" if v.higher_is_better else "lower"
+    test = {"non_inferiority": f"non-inferiority, one-sided {1 - v.alpha:.0%}",
+            "equivalence": f"equivalence, two one-sided tests at {1 - v.alpha:.0%}", "exact": "exact outputs"}[v.test]
+    print(f"{v.metric} ({better} is better), {v.n} paired pages, {test}: {v.verdict.upper()} ({v.reason})")
+    print(f"  {v.message}")
+    print(f"  baseline {v.baseline_mean:.4f}  candidate {v.candidate_mean:.4f}  delta {v.delta:+.4f} "
+          f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] ({v.confidence:.0%} interval, {v.interval}, {v.n_resamples} "
+          f"resamples, seed {v.seed})")
+    nf = "not measured (no --noise)" if v.noise_floor is None else f"{v.noise_floor:.4f} (shift {v.noise_delta:+.4f})"
+    print(f"  margin {v.margin:.4f} ({'default for ' + v.metric if v.margin_source == 'registry' else 'given'}), "
+          f"noise floor {nf}")
+    if v.pages_changed is not None:
+        print(f"  {v.pages_changed} of {v.pages_compared} pages' outputs changed")
+    if v.missing_pages:
+        print(f"  {len(v.missing_pages)} page(s) not in every file, left out: {', '.join(v.missing_pages[:10])}")
     return EXIT[v.verdict]

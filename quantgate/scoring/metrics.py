@@ -1,8 +1,10 @@
 """The metric registry. Each metric knows its direction and range, what it needs (truth text or
-checks) and its worst value, which empty or missing predictions get (counted, never dropped)."""
+checks), its worst value, which empty or missing predictions get (counted, never dropped), and its
+declared non-inferiority margin with the reason for it (docs/statistics.md)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +22,15 @@ class Metric:
     worst: float
     fn: Callable[..., float | None]
     doc: str
+    margin: float  # default margin, in the metric's units, for the mean over pages
+    margin_why: str  # one line: what a shift of one margin means on a page
+
+    @property
+    def margin_ceiling(self) -> float:
+        """Margins at or above this are refused: the metric's whole range (1 for unbounded rates,
+        where 1 is one error per truth unit)."""
+        lo, hi = self.range
+        return 1.0 if hi is None else hi - lo
 
 
 REGISTRY: dict[str, Metric] = {}
@@ -36,6 +47,21 @@ def get_metric(name: str) -> Metric:
     if name not in REGISTRY:
         raise InputError(f"unknown metric {name!r}; known: {', '.join(REGISTRY)}")
     return REGISTRY[name]
+
+
+def check_margin(metric: str, margin, *, where: str = "margin") -> float:
+    """A margin is a finite number > 0 and below the metric's range (metrics outside the registry,
+    e.g. lm-eval's, only the first two). Raises InputError naming ``where``."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+        raise InputError(f"{where}: {margin!r} is not a number; give the margin in {metric}'s units, e.g. 0.01")
+    m = float(margin)
+    if not math.isfinite(m) or m <= 0:
+        raise InputError(f"{where}: {margin} is not a usable margin for {metric}: it must be a finite number > 0 "
+                         "(exact equality is its own mode: compare --exact)")
+    if metric in REGISTRY and m >= REGISTRY[metric].margin_ceiling:
+        raise InputError(f"{where}: {margin} is not below {metric}'s range ({REGISTRY[metric].margin_ceiling:g}): "
+                         f"every candidate would pass; the default is {REGISTRY[metric].margin:g}")
+    return m
 
 
 def parse_metric_list(spec: str | list[str] | None) -> list[Metric]:
@@ -87,16 +113,21 @@ def _checks(pred: str, checks: list[dict]) -> float | None:
 
 
 register(Metric("ned", False, (0.0, 1.0), "truth", 1.0, _ned,
-                "normalized Levenshtein distance: edits / max(len(pred), len(truth)), after NFKC + whitespace folding"))
-register(Metric("cer", False, (0.0, None), "truth", 1.0, _cer, "character error rate: edits / len(truth)"))
-register(Metric("wer", False, (0.0, None), "truth", 1.0, _wer, "word error rate: word edits / words in truth"))
+                "normalized Levenshtein distance: edits / max(len(pred), len(truth)), after NFKC + whitespace folding",
+                0.01, "one character in a hundred"))
+register(Metric("cer", False, (0.0, None), "truth", 1.0, _cer, "character error rate: edits / len(truth)",
+                0.01, "one character error per hundred truth characters"))
+register(Metric("wer", False, (0.0, None), "truth", 1.0, _wer, "word error rate: word edits / words in truth",
+                0.02, "one word in fifty (one wrong character already costs its whole word)"))
 register(Metric("bow_f1", True, (0.0, 1.0), "truth", 0.0, _bow_f1,
-                "bag-of-words F1 after markdown stripping: content regardless of order"))
+                "bag-of-words F1 after markdown stripping: content regardless of order",
+                0.01, "about one word in a hundred missing or extra"))
 register(Metric("table_teds", True, (0.0, 1.0), "truth", 0.0, _table_teds,
-                "tree-edit-distance similarity of tables (pages whose truth has tables)"))
+                "tree-edit-distance similarity of tables (pages whose truth has tables)",
+                0.02, "about one wrong cell in a 7 x 7 table (one node of ~57)"))
 register(Metric("checks", True, (0.0, 1.0), "checks", 0.0, _checks,
-                "pass rate of olmOCR-bench style checks (present/absent/order/table/baseline; math skipped)"))
-
+                "pass rate of olmOCR-bench style checks (present/absent/order/table/baseline; math skipped)",
+                0.02, "one failed check in fifty"))
 
 def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict]) -> float | None:
     """None: not applicable to this page (no truth, no checks, no tables)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +13,8 @@ from quantgate.fileio import atomic_write_text, read_jsonl
 from quantgate.heldout.pageset import PageSet
 from quantgate.scoring.metrics import REGISTRY, Metric, score_one
 
-RESERVED = {"page_id", "empty", "error"}
+RESERVED = {"page_id", "empty", "error", "output_sha256"}  # output_sha256: absent in files from before it existed
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurrency: int | None = None) -> dict[str, str | None]:
@@ -57,7 +60,9 @@ def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric]
     for p in ps.split(split):
         pred = preds.get(p.id)
         truth = ps.truth_text(p)
-        row: dict = {"page_id": p.id, "empty": pred is None or not pred.strip()}
+        row: dict = {"page_id": p.id, "empty": pred is None or not pred.strip(),
+                     # what compare --exact compares: the text itself, not its score
+                     "output_sha256": None if pred is None else hashlib.sha256(pred.encode("utf-8")).hexdigest()}
         if p.id not in preds:
             row["error"] = "missing"
         elif pred is None:
@@ -88,6 +93,9 @@ def read_scores(path: Path) -> dict[str, dict]:
             raise InputError(f"{path}:{no}: missing or non-string 'page_id'")
         if pid in rows:
             raise InputError(f"{path}:{no}: duplicate page_id {pid!r}")
+        h = obj.get("output_sha256")
+        if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
+            raise InputError(f"{path}:{no}: output_sha256 = {h!r} is not a sha256 hex digest")
         for k, v in obj.items():
             if k in RESERVED:
                 continue

@@ -1,0 +1,20 @@
+"""Rewrite expected.json from the current code (on purpose only: see README.md)."""
+
+import json
+from pathlib import Path
+
+from quantgate.scoring import compare_files
+
+HERE = Path(__file__).parent
+CASES = [({"seed": 7}, True), ({"seed": 7, "margin": 0.02}, True), ({"seed": 7, "margin": 0.004}, False),
+         ({"seed": 7, "margin": 0.02, "equivalence": True}, True), ({"seed": 3, "n_resamples": 2000}, False)]
+KEYS = ("verdict", "reason", "interval", "n", "delta", "ci_low", "ci_high", "noise_floor", "p_regression",
+        "pages_needed", "pages_changed")
+
+out = []
+for args, noise in CASES:
+    v = compare_files(HERE / "baseline.jsonl", HERE / "candidate.jsonl", "ned",
+                      noise=HERE / "noise.jsonl" if noise else None, **args).model_dump()
+    out.append({"args": args, "noise": noise, "expect": {k: v[k] for k in KEYS}})
+(HERE / "expected.json").write_text(json.dumps(out, indent=1) + "\n")
+print(json.dumps(out, indent=1))
