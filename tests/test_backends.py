@@ -127,8 +127,12 @@ def test_flags_are_checked_against_the_chosen_backend(tmp_path):
     assert b.model_name(Path("ignored")) == "served"  # the VARIANT argument names the model at an endpoint
     with pytest.raises(InputError, match=r"--vllm-cmd is not an option of backend transformers \(it is for: vllm\)"):
         backend_from_args(p.parse_args(["--vllm-cmd", "vllm"]))
+    with pytest.raises(SystemExit):  # the field's constraint is the flag's type: refused while parsing
+        p.parse_args(["--backend", "vllm", "--tensor-parallel-size", "0"])
+    a = p.parse_args(["--backend", "vllm"])
+    a.backend_option__tensor_parallel_size = 0  # and again when the backend is built
     with pytest.raises(InputError, match=r"backend vllm: --tensor-parallel-size: Input should be greater than 0"):
-        backend_from_args(p.parse_args(["--backend", "vllm", "--tensor-parallel-size", "0"]))
+        backend_from_args(a)
     with pytest.raises(InputError, match=r"backend openai: --endpoint: Field required"):
         backend_from_args(p.parse_args(["--backend", "openai"]))
     with pytest.raises(InputError, match=r"--start-command: Value error, must contain \{port\}"):

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path
+from quantgate.commands._args import existing_path, nonnegative_int, positive_float, positive_int
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
@@ -21,8 +21,8 @@ def register(sub) -> None:
     s.add_argument("--include-path", type=existing_path, help="folder of local task YAML (dataset_path: json)")
     s.add_argument("--page-task", type=existing_path, metavar="PAGES", help="also run quantgate_page_heading on "
                    "this page set's held-out split")
-    s.add_argument("--limit", type=int, help="at most N documents per task")
-    s.add_argument("--concurrent", type=int, default=1, help="requests in flight (lm-eval num_concurrent)")
+    s.add_argument("--limit", type=positive_int, help="at most N documents per task (N >= 1)")
+    s.add_argument("--concurrent", type=positive_int, default=1, help="requests in flight, >= 1 (lm-eval num_concurrent)")
     s.add_argument("-o", "--output", required=True, type=Path)
     add_backend_flags(s)
     s.set_defaults(func=cmd_lmeval)
@@ -33,8 +33,9 @@ def register(sub) -> None:
                        "the logged samples. Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
     c.add_argument("baseline", type=existing_path)
     c.add_argument("candidate", type=existing_path)
-    c.add_argument("--margin", type=float, default=0.0, help="equivalence margin in the metric's units")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--margin", type=positive_float, default=0.02, help="equivalence margin in the metric's units, "
+                   "> 0 (default 0.02, as a study's lm_eval.margin)")
+    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
 

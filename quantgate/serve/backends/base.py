@@ -18,9 +18,9 @@ import pkgutil
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
 
@@ -31,9 +31,19 @@ if TYPE_CHECKING:
 class BackendOptions(BaseModel):
     """A backend's settings. Each field becomes one CLI flag (``--field-name``, or the field's
     ``json_schema_extra={"flag": ...}``) and one key of a study's ``backend:`` block; its
-    ``description`` is the flag's help, its constraints (``gt=0``, a pattern) are checked for both."""
+    ``description`` is the flag's help, its constraints (``gt=0``, a pattern) are checked for both.
+    No float option takes nan or inf: an infinite timeout is a wait without end."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _number_not_bool(cls, v: Any, info: ValidationInfo) -> Any:
+        # a study's YAML reads yes/no/on/off as booleans, which pydantic would take as 1 and 0
+        ann = cls.model_fields[info.field_name].annotation
+        if isinstance(v, bool) and bool not in (ann, *get_args(ann)):
+            raise ValueError("expected a number or text, not true/false")
+        return v
 
 
 class ServerArgs(BackendOptions):
