@@ -103,6 +103,39 @@ class LevelStats(Record):
     latency_s: dict[str, float | None]
 
 
+CompileStart = Literal["cold", "warm", "uncached", "none"]
+
+
+class EngineSettings(Record):
+    """The server settings that shape speed, as the server's own log states them (vLLM) or as quantgate
+    started it (transformers serve). ``None``: not stated, not applicable, or a default the log does not
+    print. Filled by the backend (``Backend.engine_settings``) from the current start's log text."""
+
+    compilation: str | None = None  # vLLM: CompilationMode (VLLM_COMPILE, NONE); transformers: torch.compile / none
+    cudagraph_mode: str | None = None  # as configured (e.g. FULL_AND_PIECEWISE)
+    cudagraph_mode_effective: str | None = None  # only when vLLM logged a downgrade for the attention backend
+    cudagraph_capture_sizes: list[int] | None = None
+    enforce_eager: bool | None = None
+    prefix_caching: bool | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # only when passed: vLLM does not print its default
+    kv_cache_dtype: str | None = None
+    speculative: str | None = None  # vLLM's SpeculativeConfig(...) text; None: off or not stated
+    async_scheduling: bool | None = None
+    attention_backend: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    continuous_batching: bool | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # variables that change numerics, speed or caching, as set
+    compile_cache_dir: str | None = None  # where vLLM said it keeps this start's compiled graphs
+    compile_start: CompileStart | None = None  # cold: compiled and stored; warm: loaded from the cache;
+    # uncached: compiled with the cache disabled; none: nothing compiled (eager / mode 0)
+    compile_s: float | None = None  # "torch.compile took … s in total"
+    init_engine_s: float | None = None  # "init engine (profile, create kv cache, warmup model) took … s"
+    graph_capture_s: float | None = None
+    start_s: float | None = None  # wall seconds from launch to healthy, measured by quantgate
+
+
 class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
@@ -114,6 +147,7 @@ class RunManifest(Record):
     server_command: list[str] | None = None
     server_version: str | None = None
     kernels: dict[str, str] = Field(default_factory=dict)
+    engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
     notes: list[str] = Field(default_factory=list)
     pageset: str
     pageset_sha256: str

@@ -205,3 +205,49 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     assert "| bad | ned ↓ | ❌ regression | +0.2000 |" in md and "## Worst pages" not in md
     junit = (out / "junit.xml").read_text()
     assert 'failures="1"' in junit and 'classname="quantgate.bad" name="ned"' in junit
+
+
+# --- issue 20: engine settings beside the speed table ----------------------------------------------
+
+def _engine(out, name, **fields):
+    p = out / "runs" / name / "run.json"
+    run = json.loads(p.read_text())
+    run["engine"] = {"compilation": "VLLM_COMPILE", "cudagraph_mode": "FULL_AND_PIECEWISE",
+                     "cudagraph_capture_sizes": [1, 2, 4, 8], "prefix_caching": False, "max_num_batched_tokens": 8192,
+                     "kv_cache_dtype": "auto", "env": {"CUDA_VISIBLE_DEVICES": "0", "VLLM_CACHE_ROOT": f"/c/{name}"},
+                     "compile_start": "cold", "compile_s": 100.0, "start_s": 150.0, **fields}
+    p.write_text(json.dumps(run))
+
+
+def test_engine_settings_print_beside_the_speed_and_differences_are_named(study_dir):
+    out, dirs = study_dir
+    for name in dirs:  # the same settings; where each kept its cache and how it started do not count
+        _engine(out, name, compile_start="warm" if name == "bad" else "cold")
+    write_reports(_build(out, dirs), out)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "| variant | compilation | CUDA graphs | capture sizes | prefix cache | max batched tokens | KV cache |" in md
+    assert "| fp8 | VLLM_COMPILE | FULL_AND_PIECEWISE | 4 (1–8) | off | 8192 | auto | CUDA_VISIBLE_DEVICES=0 | " \
+           "150 s (cold cache, compile 100 s) |" in md
+    assert md.index("## Speed") < md.index("| variant | compilation |") < md.index("## Variants")
+    assert "different engine settings" not in md and "<h3>Engine settings</h3>" in page
+    assert "different engine settings" not in page and "<td>FULL_AND_PIECEWISE</td>" in page
+
+    _engine(out, "fp8", kv_cache_dtype="fp8", cudagraph_mode_effective="PIECEWISE")
+    _engine(out, "bad", compilation="NONE", env={"CUDA_VISIBLE_DEVICES": "0", "VLLM_BATCH_INVARIANT": "1"})
+    s = _build(out, dirs)
+    assert s.variants[1].engine.kv_cache_dtype == "fp8"
+    write_reports(s, out)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    note = next(line for line in md.splitlines() if "different engine settings" in line)
+    assert "compilation (bf16: VLLM_COMPILE; fp8: VLLM_COMPILE; bad: NONE)" in note
+    assert "kv_cache_dtype (bf16: auto; fp8: fp8; bad: auto)" in note and "cudagraph_mode_effective" in note
+    assert "VLLM_BATCH_INVARIANT (bf16: unset; fp8: unset; bad: 1)" in note
+    assert "VLLM_CACHE_ROOT" not in note and "compile_start" not in note and "start_s" not in note
+    assert "FULL_AND_PIECEWISE → PIECEWISE" in md and "different engine settings" in page
+
+
+def test_runs_without_engine_settings_print_no_engine_table(study_dir):
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    assert "Engine settings" not in (out / "report.md").read_text()
+    assert "Engine settings" not in (out / "report.html").read_text()

@@ -290,7 +290,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
             "formats": man["verification"].get("formats"), "vision_bf16": man["verification"].get("vision_bf16"),
             "files": {k: v["sha256"] for k, v in man["files"].items()},
             "kernels": run.get("kernels", {}), "notes": run.get("notes", []), "server_version": run.get("server_version"),
-            "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
+            "engine": run.get("engine"), "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
             "calibration_pages": len(man["calibration"]["page_ids"])})
     base_levels = {lv["concurrency"]: lv for lv in runs[study["baseline"]]["levels"]}
     for v in variants:

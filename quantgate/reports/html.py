@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import io
 
+from quantgate.reports.engine import engine_differences, engine_table
 from quantgate.reports.schema import Summary
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
@@ -117,4 +118,6 @@ def render_html(r: Summary) -> str:
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
-    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes)
+    engine_cols, engine_rows = engine_table(r)
+    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
+                                                     engine_rows=engine_rows, engine_notes=engine_differences(r))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quantgate.reports.engine import engine_differences, engine_table
 from quantgate.reports.schema import Summary
 
 ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive"}
@@ -34,6 +35,7 @@ def render_markdown(r: Summary) -> str:
             lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {_f(sp, '.2f')}× | "
                          f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s['p50'], '.2f')} | "
                          f"{_f(lv.latency_s['p90'], '.2f')} | {lv.n_errors} |")
+    lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
     for v in r.variants:
@@ -47,6 +49,17 @@ def render_markdown(r: Summary) -> str:
               f"{p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, page set "
               f"{p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _engine_lines(r: Summary) -> list[str]:
+    cols, rows = engine_table(r)
+    if not rows:
+        return []
+    out = ["", "Engine settings (from each run's server log and start):", "", "| " + " | ".join(cols) + " |",
+           "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += [f"\n**Note:** {n}" for n in engine_differences(r)]
+    return out
 
 
 def _lmeval_lines(r: Summary) -> list[str]:

@@ -53,7 +53,7 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
             "path": str(vdir), "weights_bytes": man.size.weights_bytes, "compression": man.size.compression,
             "formats": man.verification.formats, "vision_bf16": man.verification.vision_bf16,
             "files": {k: v.sha256 for k, v in man.files.items()},
-            "kernels": run.kernels, "notes": run.notes, "server_version": run.server_version,
+            "kernels": run.kernels, "notes": run.notes, "server_version": run.server_version, "engine": run.engine,
             "levels": run.levels, "max_concurrency_within_slo": run.max_concurrency_within_slo,
             "calibration_pages": len(man.calibration.page_ids),
         })

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_serializer
 
-from quantgate.records import SCHEMA_VERSION, LevelStats, Record, Verdict, VerdictName, parse_record
+from quantgate.records import SCHEMA_VERSION, EngineSettings, LevelStats, Record, Verdict, VerdictName, parse_record
 from quantgate.records_files import LmEvalRun, read_record_file
 
 SUMMARY = "summary.json"
@@ -75,6 +75,7 @@ class VariantSummary(Record):
     kernels: dict[str, str]
     notes: list[str]
     server_version: str | None
+    engine: EngineSettings | None = None  # the run's engine settings (run.json), printed beside the speed
     levels: list[LevelStats]
     max_concurrency_within_slo: int | None
     calibration_pages: int

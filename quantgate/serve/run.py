@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -125,18 +126,33 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     manifest.server_command = old.server_command
     manifest.server_version = manifest.server_version or old.server_version
     manifest.kernels = dict(old.kernels)
+    manifest.engine = old.engine
     manifest.notes += [n for n in old.notes if n not in manifest.notes]
 
 
 def _read_server_log(manifest: RunManifest, backend: Backend, server) -> None:
     if server is None or not server.log_path.is_file():
         return
-    facts = backend.read_log(server.log_path.read_text("utf-8", errors="replace"))
+    text = server.log_path.read_text("utf-8", errors="replace")
+    facts = backend.read_log(text)
     if facts.get("server_version"):
         manifest.server_version = facts["server_version"]
     if "kernels" in facts:
         manifest.kernels = dict(facts["kernels"])
+    manifest.engine = engine_settings(backend, server, text)
     manifest.notes += [n for n in facts.get("notes", []) if n not in manifest.notes]
+
+
+def engine_settings(backend: Backend, server, text: str):
+    """The backend's engine settings for this start, with what only the starter saw: the environment the
+    server got (the variables the backend names, when set) and the seconds it took to become healthy."""
+    engine = backend.engine_settings(text)
+    if engine is None:
+        return None
+    env = {**os.environ, **(server.env or {})}
+    engine.env = {k: env[k] for k in backend.engine_env if k in env}
+    engine.start_s = server.start_s
+    return engine
 
 
 def _finish(manifest: RunManifest, records, concurrency, out: Path) -> RunManifest:

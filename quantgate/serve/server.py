@@ -68,6 +68,7 @@ class ManagedServer:
     port: int | None = None
     command: list[str] | None = None
     proc: subprocess.Popen | None = None
+    start_s: float | None = None  # launch to healthy, of the start that succeeded
 
     @property
     def base_url(self) -> str:
@@ -84,6 +85,7 @@ class ManagedServer:
             log.write(f"\n$ {' '.join(self.command)}\n".encode())
             log.flush()
             env = {**os.environ, **self.env}
+            t0 = time.monotonic()
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              env=env, start_new_session=True,
@@ -94,6 +96,7 @@ class ManagedServer:
                 log.close()
             try:
                 self._wait_healthy()
+                self.start_s = round(time.monotonic() - t0, 2)
                 return self
             except ServerError as e:
                 last = str(e)

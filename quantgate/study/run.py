@@ -84,8 +84,10 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         levels = list(st.concurrency)
         noise_level = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
 
+        spec = with_compile_cache(st.backend, base, out)
+
         def backend_for(v: VariantSpec):
-            return backend_from_spec(st.backend, v.server_args)
+            return backend_from_spec(spec, v.server_args)
 
         for v in st.variants:
             lv = sorted(set(levels + ([noise_level] if v.name == st.baseline and noise_level else [])))
@@ -131,6 +133,20 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm)
         write_reports(report, out)
         return report
+
+
+def with_compile_cache(spec, base: Path, out: Path):
+    """The study's backend block with its compile cache resolved, for backends that have one (vLLM): every
+    server of the study shares ``<out>/.vllm-cache`` unless the study names a folder (relative to the study
+    file) or ``none``, so each variant compiles once and later starts (a resumed study, a rerun) load it."""
+    if "compile_cache" not in type(spec).model_fields:
+        return spec
+    cc = spec.compile_cache
+    if cc is None:
+        cc = str((out / ".vllm-cache").resolve())
+    elif cc.lower() != "none":
+        cc = str(resolve_path(base, os.path.expanduser(cc)).resolve())
+    return spec.model_copy(update={"compile_cache": cc})
 
 
 def _levels(rdir: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
+from quantgate.records import EngineSettings
 
 if TYPE_CHECKING:
     from quantgate.serve.server import ManagedServer
@@ -59,6 +60,8 @@ class Backend(ABC):
 
     name: ClassVar[str] = ""  # set by @register_backend
     Options: ClassVar[type[BackendOptions]] = BackendOptions
+    # Environment variables that change this server's numerics, speed or caching: recorded when set.
+    engine_env: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: BackendOptions | None = None, **fields: Any):
         self.options = options if options is not None else self.Options(**fields)
@@ -91,6 +94,12 @@ class Backend(ABC):
     def notes(self, model: Path) -> list[str]:
         """Caveats for ``run.json``: what this backend's numbers do and do not measure."""
         return []
+
+    def engine_settings(self, text: str) -> EngineSettings | None:
+        """The settings that shape this server's speed, from the log text of one start (and the options it
+        was started with); ``None`` when the backend knows none. Environment and start seconds are added by
+        the caller, which saw the start."""
+        return None
 
     def read_log(self, text: str) -> dict[str, Any]:
         """Facts the server wrote to its log, for ``run.json``: any of ``server_version``, ``kernels``
