@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import io
 
-from quantgate.reports.schema import Summary
+from quantgate.reports.schema import Summary, numerics_rows
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
 WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive"}
@@ -117,4 +117,5 @@ def render_html(r: Summary) -> str:
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
-    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes)
+    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes,
+                                                      numerics=numerics_rows(r))

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quantgate.errors import InputError
 
 if TYPE_CHECKING:
+    from quantgate.records import RunNumerics
     from quantgate.serve.server import ManagedServer
 
 
@@ -81,6 +82,16 @@ class Backend(ABC):
     def notes(self, model: Path) -> list[str]:
         """Caveats for ``run.json``: what this backend's numbers do and do not measure."""
         return []
+
+    def numerics(self, model: Path, kernels: dict[str, str]) -> RunNumerics | None:
+        """What this backend computes per quantized format of ``model`` (weights-only or
+        weights+activations), from measurements only (``quantgate.serve.numerics``); ``kernels`` are
+        the ones read from this start's log. ``None`` when the model is not a folder quantgate reads."""
+        if not self.serves_local_weights:
+            return None
+        from quantgate.serve.numerics import variant_numerics
+
+        return variant_numerics(model, self.name, kernels=kernels)
 
     def read_log(self, text: str) -> dict[str, Any]:
         """Facts the server wrote to its log, for ``run.json``: any of ``server_version``, ``kernels``
