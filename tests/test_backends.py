@@ -356,6 +356,15 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
     for key in ("kernels", "numerics", "server_version", "server_command", "notes", "levels"):
         assert after[key] == before[key], key
     assert again.kernels == first.kernels
+    # a run.json an older quantgate wrote: no numerics, its unmeasured note; resumed, the measured ones replace it
+    old_note = ("NVFP4 ran through Marlin weight-only kernels (pre-Blackwell GPU): activations stayed BF16, so this "
+                "accuracy is not Blackwell's W4A4 accuracy")
+    older = {**before, "numerics": None, "notes": [n for n in before["notes"] if "runs" not in n] + [old_note]}
+    (run / "run.json").write_text(json.dumps(older))
+    serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
+                  log=lambda s: None)
+    upgraded = json.loads((run / "run.json").read_text())
+    assert upgraded["numerics"] == before["numerics"] and sorted(upgraded["notes"]) == sorted(before["notes"])
 
 
 def test_server_facts_come_from_this_start_of_the_log_only(stub_pages, tmp_path):

@@ -146,4 +146,3 @@ def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
             d["metrics"].update(r["metrics"])
         samples[task] = docs
     return run, samples
-

@@ -121,6 +121,12 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     return _finish(manifest, records, concurrency, out)
 
 
+# Notes an older quantgate wrote about numerics without measuring them (run.json before `numerics`);
+# a resumed run drops them, and the measured ones (numerics_notes) take their place.
+_RETRACTED = ("transformers serve decompresses compressed-tensors weights to BF16 at load",
+              "NVFP4 ran through Marlin weight-only kernels")
+
+
 def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     """A resumed run keeps what an earlier start of the same run recorded (the command, the version and
     kernels read from the server's log, its notes); a start in this invocation replaces them."""
@@ -128,7 +134,7 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     manifest.server_version = manifest.server_version or old.server_version
     manifest.kernels = dict(old.kernels)
     manifest.numerics = old.numerics
-    manifest.notes += [n for n in old.notes if n not in manifest.notes]
+    manifest.notes += [n for n in old.notes if n not in manifest.notes and not n.startswith(_RETRACTED)]
 
 
 def _set_numerics(manifest: RunManifest, backend: Backend, variant: Path) -> None:
