@@ -31,20 +31,32 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
     for task, bmetrics in brun.results.items():
         if task not in crun.results:
             raise InputError(f"{candidate_dir}: no lm-eval results for task {task!r} (baseline has them); rerun lmeval")
+        _same_documents(task, bs.get(task, {}), cs.get(task, {}), baseline_dir, candidate_dir)
         for key, b in bmetrics.items():
             c = crun.results[task].get(key)
             if c is None:
                 continue
             name = key.split(",")[0]
             margin = margins.get(f"{task}/{name}", margins.get(name, default_margin))
-            base_rows = {d: {key: m.get(key)} for d, m in bs.get(task, {}).items()}
-            cand_rows = {d: {key: m.get(key)} for d, m in cs.get(task, {}).items()}
+            base_rows = {d: {key: r["metrics"].get(key)} for d, r in bs.get(task, {}).items()}
+            cand_rows = {d: {key: r["metrics"].get(key)} for d, r in cs.get(task, {}).items()}
             v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
                                names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
             rows.append({"task": task, "metric": key, "baseline": b.value, "baseline_stderr": b.stderr,
                          "candidate": c.value, "candidate_stderr": c.stderr,
                          "recovery": recovery(b.value, c.value, b.higher_is_better), **_verdict_fields(v)})
     return rows
+
+
+def _same_documents(task: str, base: dict[str, dict], cand: dict[str, dict], bdir: Path, cdir: Path) -> None:
+    """Pairs are made by document id: two runs whose data differ under the same id (another version
+    of the task's data, a reshuffled file) must not be paired."""
+    differ = [d for d in base if d in cand and None not in (base[d]["doc_hash"], cand[d]["doc_hash"])
+              and base[d]["doc_hash"] != cand[d]["doc_hash"]]
+    if differ:
+        raise InputError(f"lm-eval task {task}: {len(differ)} document(s) differ between {bdir} and {cdir} under the "
+                         f"same id (doc_hash), first {differ[0]!r}: the runs evaluated different data; rerun both "
+                         "with the same task files")
 
 
 def _verdict_fields(v) -> dict:

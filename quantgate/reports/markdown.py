@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantgate.reports.engine import engine_differences, engine_table
-from quantgate.reports.schema import Summary
+from quantgate.reports.schema import Summary, numerics_rows
 
 ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive"}
 
@@ -41,6 +41,11 @@ def render_markdown(r: Summary) -> str:
     for v in r.variants:
         lines.append(f"| {v.name} | {v.recipe} | {v.weights_bytes / 1e6:.1f} | {_f(v.compression, '.2f')} | "
                      f"{'yes' if v.vision_bf16 else 'no'} | {v.max_concurrency_within_slo or '–'} |")
+    lines += ["", "## Numerics", "", "What each server computed per quantized format: weights-only (activations stay "
+              "16-bit) or weights+activations (W8A8, W4A4), and on what evidence.", "",
+              "| variant | backend | format | computes | activations | evidence |", "|---|---|---|---|---|---|"]
+    lines += [f"| {x['variant']} | {x['backend']} | {x['format']} | {x['computes']} | {x['activations']} | "
+              f"{x['evidence']} |" for x in numerics_rows(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]

@@ -45,7 +45,7 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
               stop_after: str | None = None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests."""
     from quantgate.heldout import load_pageset
-    from quantgate.heldout.synth import synth_pages
+    from quantgate.heldout.synth_reuse import ensure_synth_pages
     from quantgate.quantize import quantize
     from quantgate.reports import build_report, write_reports
     from quantgate.scoring import compare_scores, load_predictions, parse_metric_list, score_pages, write_scores
@@ -61,11 +61,8 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         # 1. pages
         if st.pages.synth:
             pages_dir = out / "pages"
-            sy = st.pages.synth
-            if not (pages_dir / "pages.jsonl").exists():
-                log(f"synthesizing {sy.n} pages ({sy.profile}) → {pages_dir}")
-                synth_pages(pages_dir, sy.n, seed=sy.seed, calibration_fraction=sy.calibration_fraction,
-                            profile=sy.profile, noise=sy.noise)
+            # rebuilt when the recorded spec differs from the study's (heldout.synth_reuse)
+            ensure_synth_pages(pages_dir, **st.pages.synth.model_dump(), log=log)
         else:
             pages_dir = resolve_path(base, st.pages.path)
         ps = load_pageset(pages_dir)

@@ -26,6 +26,7 @@ from quantgate.errors import InputError
 from quantgate.records import EngineSettings
 
 if TYPE_CHECKING:
+    from quantgate.records import RunNumerics
     from quantgate.serve.server import ManagedServer
 
 
@@ -100,6 +101,16 @@ class Backend(ABC):
         was started with); ``None`` when the backend knows none. Environment and start seconds are added by
         the caller, which saw the start."""
         return None
+
+    def numerics(self, model: Path, kernels: dict[str, str]) -> RunNumerics | None:
+        """What this backend computes per quantized format of ``model`` (weights-only or
+        weights+activations), from measurements only (``quantgate.serve.numerics``); ``kernels`` are
+        the ones read from this start's log. ``None`` when the model is not a folder quantgate reads."""
+        if not self.serves_local_weights:
+            return None
+        from quantgate.serve.numerics import variant_numerics
+
+        return variant_numerics(model, self.name, kernels=kernels)
 
     def read_log(self, text: str) -> dict[str, Any]:
         """Facts the server wrote to its log, for ``run.json``: any of ``server_version``, ``kernels``

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import os
 import shutil
 import sys
@@ -63,16 +62,16 @@ class TransformersBackend(Backend):
                               compilation="torch.compile" if _last_bool(args, "--compile") else "none")
 
     def notes(self, model: Path) -> list[str]:
-        notes = []
-        if not self.options.continuous_batching:
-            notes.append("transformers serve handles one request at a time: throughput is flat across "
-                         "concurrency levels; use it for accuracy, vLLM for speed")
-        cfg = Path(model) / "config.json"
-        if cfg.is_file() and json.loads(cfg.read_text("utf-8")).get("quantization_config"):
-            notes.append("transformers serve decompresses compressed-tensors weights to BF16 at load: this run "
-                         "measures weight-quantization error only (activation quantization is not simulated) "
-                         "and no quantized-kernel speed")
-        return notes
+        if self.options.continuous_batching:
+            return []
+        return ["transformers serve handles one request at a time: throughput is flat across "
+                "concurrency levels; use it for accuracy, vLLM for speed"]
+
+    def numerics(self, model: Path, kernels: dict[str, str]):
+        from quantgate.serve.numerics import variant_numerics
+
+        # measured on CPU; another device is written "not measured" by variant_numerics
+        return variant_numerics(model, self.name, device=self.options.device)
 
 
 def _flag_value(args: list[str], flag: str) -> str | None:

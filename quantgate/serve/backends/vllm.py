@@ -105,9 +105,7 @@ class VllmBackend(Backend):
         version = version_from_log(text)
         if version:
             facts["server_version"] = f"vllm {version}"
-        if any("Marlin" in k and "Fp4" in k for k in facts["kernels"].values()):
-            facts["notes"].append("NVFP4 ran through Marlin weight-only kernels (pre-Blackwell GPU): activations "
-                                  "stayed BF16, so this accuracy is not Blackwell's W4A4 accuracy")
+        # what the kernels compute per format (Marlin NVFP4: weight-only) is written by Backend.numerics
         return facts
 
 
