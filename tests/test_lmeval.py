@@ -58,10 +58,12 @@ def test_both_filters_compare_paired_by_document(two_runs):
     from quantgate.lmeval import compare_lmeval
 
     root, _ = two_runs
-    rows = {r["metric"]: r for r in compare_lmeval(root / "base", root / "cand", default_margin=0.05, n_resamples=200)}
+    rows = {r["metric"]: r for r in compare_lmeval(root / "base", root / "cand", default_margin=0.05, n_resamples=1000)}
     assert set(rows) == {STRICT, FLEX}
     for r in rows.values():
-        assert r["n"] == 4 and r["missing_pages"] == [] and r["delta"] == 0.0 and r["verdict"] == "within_noise"
+        # paired by document (n counts documents, not document × filter); 4 documents are below the
+        # verdict's minimum page count, so the verdict stays open however equal the scores are
+        assert r["n"] == 4 and r["missing_pages"] == [] and r["delta"] == 0.0 and r["verdict"] == "inconclusive"
 
 
 def test_documents_that_differ_under_one_id_are_not_paired(two_runs, tmp_path):
