@@ -68,6 +68,10 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
             keep_bf16: list[str] | None = None, bandwidth_gbps: float | None = None, batch_pages: int = 16,
             device: str = "auto", overwrite: bool = False, trust_remote_code: bool = False, log=print,
             show_progress: bool = True, replay_upstream: bool = True) -> SensitivityFile:
+    import os
+
+    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override)
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -140,7 +144,9 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
         header = {"type": "header", "fingerprint": fingerprint, "reference": reference.model_dump()}
         append_jsonl(rec_path, header, fsync=True)
     reference = Reference(**header["reference"])
-    replay = _replay_plan(model, specs) if replay_upstream else {s.name: [] for s in specs}
+    log(f"reference: {len(prompts)} page(s), {reference.tokens} answer tokens ({reference.rounds} verification "
+        f"round(s), {reference.pages_generated} page(s) generated)")
+    replay = _replay_plan(model, specs, modules) if replay_upstream else {s.name: [] for s in specs}
     record = sorted({n for names in replay.values() for n in names})
     ref = fw.reference_logprobs(model, prompts, reference.answers, batch_pages=batch_pages, pad_id=pad_id, record=record)
     if "baseline" not in header:  # measured once, after the reference
@@ -217,9 +223,11 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
     return result
 
 
-def _replay_plan(model, specs) -> dict[str, list[str]]:
+def _replay_plan(model, specs, modules) -> dict[str, list[str]]:
     """Per group, the modules upstream of it whose BF16 outputs can be replayed: the vision tower
-    and projector (top-most modules) and, for a decoder group at layer L, decoder layers 0..L-1."""
+    and projector (top-most modules), for a decoder group at layer L decoder layers 0..L-1, and
+    for an MLP group also layer L's token mixer (attention or Gated DeltaNet runs before the MLP,
+    or beside it in parallel-residual layers; either way the MLP's quantization cannot reach it)."""
     import re
 
     from quantgate.quantize.classify import classify_name
@@ -235,6 +243,10 @@ def _replay_plan(model, specs) -> dict[str, list[str]]:
             continue
         m = re.match(r"^(.*\.(?:layers|h|blocks))\.(\d+)\.", s.modules[0])
         upstream = [f"{m.group(1)}.{i}" for i in range(int(m.group(2)))] if m else []
+        if m and s.kind == "mlp":
+            here = f"{m.group(1)}.{m.group(2)}."
+            upstream += sorted({here + x.name[len(here):].split(".")[0] for x in modules
+                                if x.kind in ("attention", "linear_attention") and x.name.startswith(here)})
         plan[s.name] = tops + [u for u in upstream if u in known]
     return plan
 

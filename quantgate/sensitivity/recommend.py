@@ -87,12 +87,15 @@ class Recommendation:
                            for c in self.choices]}
 
 
-def _options(sens: SensitivityFile, formats: list[str]) -> list[dict[str, tuple[float, int]]]:
+def _options(sens: SensitivityFile, formats: list[str],
+             exclude: dict[str, set[str]]) -> list[dict[str, tuple[float, int]]]:
     table = sens.table()
     out = []
     for g in sens.groups:
         opts = {"bf16": (0.0, g.bf16_bytes)}
         for f in formats:
+            if f in exclude.get(g.name, ()):
+                continue
             m = table[(g.name, f)]
             opts[f] = (m.kl_mean, m.bytes)
         out.append(opts)
@@ -109,18 +112,23 @@ def _solve(kl: list[list[float]], cost: list[list[float]], limit: float) -> list
     n = sum(sizes)
     c_kl = np.concatenate([np.asarray(r, float) for r in kl])
     c_cost = np.concatenate([np.asarray(r, float) for r in cost])
+    # KL values of 1e-7 sit at HiGHS's default tolerances: scale both rows to order 1, and ask
+    # for a proven optimum (no relative MIP gap)
+    k_scale = c_kl.max() if c_kl.max() > 0 else 1.0
+    b_scale = max(c_cost.max(), 1.0)
+    c_kl, c_cost, limit = c_kl / k_scale, c_cost / b_scale, limit / b_scale
     one = np.zeros((len(kl), n))
     start = 0
     for g, k in enumerate(sizes):
         one[g, start:start + k] = 1
         start += k
     base = [LinearConstraint(one, 1, 1), LinearConstraint(c_cost[None, :], -np.inf, limit)]
-    kw = {"integrality": np.ones(n), "bounds": Bounds(0, 1)}
+    kw = {"integrality": np.ones(n), "bounds": Bounds(0, 1), "options": {"mip_rel_gap": 0.0}}
     r = milp(c_kl, constraints=base, **kw)
     if not r.success:
         return None
     best = float(c_kl @ np.round(r.x))
-    r2 = milp(c_cost, constraints=base + [LinearConstraint(c_kl[None, :], -np.inf, best * (1 + 1e-9) + 1e-15)], **kw)
+    r2 = milp(c_cost, constraints=base + [LinearConstraint(c_kl[None, :], -np.inf, best + 1e-9)], **kw)
     x = np.round((r2 if r2.success else r).x)
     picks, start = [], 0
     for k in sizes:
@@ -130,7 +138,10 @@ def _solve(kl: list[list[float]], cost: list[list[float]], limit: float) -> list
 
 
 def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effective_bits: float | None = None,
-              speedup: float | None = None, formats: list[str] | None = None, target: str = "hopper") -> Recommendation:
+              speedup: float | None = None, formats: list[str] | None = None, target: str = "hopper",
+              exclude: dict[str, list[str]] | None = None) -> Recommendation:
+    """The least summed damage under one budget. ``exclude`` forbids formats per group (BF16 is
+    always allowed): how a tuning loop promotes a group that hurt more than predicted."""
     if sum(x is not None for x in (budget_bytes, effective_bits, speedup)) != 1:
         raise InputError("give exactly one of --budget, --effective-bits, --speedup")
     if target not in TARGETS:
@@ -141,7 +152,11 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
         raise InputError(f"--formats: {', '.join(unknown)} not measured in this sensitivity file "
                          f"(it has {', '.join(sens.formats)}); rerun `quantgate sensitivity` with them")
     groups = sens.groups
-    opts = _options(sens, formats)
+    exclude = {g: set(fs) - {"bf16"} for g, fs in (exclude or {}).items()}
+    unknown_groups = sorted(set(exclude) - {g.name for g in groups})
+    if unknown_groups:
+        raise InputError(f"exclude: no group {unknown_groups[0]!r} in this sensitivity file")
+    opts = _options(sens, formats, exclude)
     names = [list(o) for o in opts]
     kl = [[o[f][0] for f in o] for o in opts]
     nbytes = [[o[f][1] for f in o] for o in opts]
