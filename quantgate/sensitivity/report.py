@@ -33,7 +33,8 @@ def format_choice(rec: Recommendation) -> str:
 
     df = pd.DataFrame([{"group": c.group, "format": c.format, "KL": f"{c.kl:.2e}", "size": human(c.bytes),
                         "why": c.why} for c in rec.choices])
-    lines = [df.to_string(index=False, justify="left"), "",
+    left = {c: (lambda w: lambda v: str(v).ljust(w))(int(df[c].astype(str).str.len().max())) for c in ("group", "why")}
+    lines = [df.to_string(index=False, justify="left", formatters=left), "",
              f"weights {human(rec.total_bytes)} (BF16 {human(rec.bf16_bytes)}, smallest {human(rec.min_bytes)}); "
              f"{rec.effective_bits:.2f} bits/weight; predicted damage (sum of KL) {rec.predicted_kl:.3e}; "
              f"modelled decode {rec.modelled_speedup:.2f}x BF16"]
