@@ -103,17 +103,19 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
                          "import with --calibration-fraction > 0")
     pages = pages[:samples]
     versions = package_versions()
-    fingerprint = {"model_weights_sha256": weights_fingerprint(model_dir), "pageset_sha256": ps.sha256,
-                   "page_ids": [p.id for p in pages], "prompt": prompt, "max_new_tokens": max_new_tokens,
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    # everything that changes a number: a rerun with other values starts over (or is refused)
+    fingerprint = {"device": device, "batch_pages": batch_pages, "model_weights_sha256": weights_fingerprint(model_dir),
+                   "pageset_sha256": ps.sha256, "page_ids": [p.id for p in pages], "prompt": prompt, "max_new_tokens": max_new_tokens,
                    "max_seq_len": max_seq_len, "allow_vision": allow_vision, "keep_bf16": keep_bf16,
                    "versions": versions}
+    out.parent.mkdir(parents=True, exist_ok=True)
     rec_path = records_path(out)
     header, done = _read_progress(rec_path, fingerprint, overwrite)
     timings: dict[str, float] = {}
 
     t0 = time.time()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
                                                         trust_remote_code=trust_remote_code).eval()
     processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
