@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli import existing_path, print_json
+from quantgate.commands._args import existing_path, print_json
 
 SENS_EPILOG = """\
 how it works:
