@@ -79,7 +79,7 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
     from quantgate.quantize.calibrate import calibration_samples
     from quantgate.quantize.classify import list_modules
     from quantgate.quantize.plan import check_model_dir
-    from quantgate.quantize.run import package_versions
+    from quantgate.provenance import package_versions
     from quantgate.recipes import to_llmcompressor
     from quantgate.sensitivity import forward as fw
     from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms
@@ -102,7 +102,7 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
         raise InputError(f"{pageset_dir}: no pages in the calibration split; the damage is measured on them — "
                          "import with --calibration-fraction > 0")
     pages = pages[:samples]
-    versions = package_versions()
+    versions = package_versions(["torch", "transformers", "llmcompressor", "compressed-tensors"])
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     # everything that changes a number: a rerun with other values starts over (or is refused)
