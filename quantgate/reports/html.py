@@ -112,7 +112,8 @@ def _env():
     return env
 
 
-def render_html(r: Summary) -> str:
+def render_html(r: Summary, sections: list | tuple = ()) -> str:
+    """``sections``: extra HTML blocks (Markup, already escaped) placed before the provenance — the tune's."""
     from markupsafe import Markup
 
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
@@ -121,4 +122,4 @@ def render_html(r: Summary) -> str:
     engine_cols, engine_rows = engine_table(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
                                                      engine_rows=engine_rows, engine_notes=engine_differences(r),
-                                                     numerics=numerics_rows(r))
+                                                     numerics=numerics_rows(r), sections=sections)

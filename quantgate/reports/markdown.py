@@ -12,7 +12,8 @@ def _f(x, spec=".4f"):
     return "–" if x is None else format(x, spec)
 
 
-def render_markdown(r: Summary) -> str:
+def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
+    """``sections``: extra lines placed before the provenance line — the tune's trials table."""
     st = r.study
     lines = [f"# quantgate: {st['name']}", "",
              f"Baseline **{r.baseline}**, compared at concurrency {r.compare_level}"
@@ -49,6 +50,7 @@ def render_markdown(r: Summary) -> str:
     notes = sorted({n for v in r.variants for n in v.notes})
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    lines += list(sections)
     p = r.provenance
     lines += ["", f"<sub>{p.statistics}; seed {st['seed']}, {st['resamples']} resamples. quantgate "
               f"{p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, page set "

@@ -75,11 +75,13 @@ def write_reports(report: Summary | dict, out: Path) -> None:
     from quantgate.reports.html import render_html
     from quantgate.reports.junit import render_junit
     from quantgate.reports.markdown import render_markdown
+    from quantgate.reports.tuning import html_sections, markdown_lines
 
     rep = as_summary(report)
     atomic_write_json(out / SUMMARY, rep.model_dump())
-    atomic_write_text(out / "report.md", render_markdown(rep))
-    atomic_write_text(out / "report.html", render_html(rep))
+    # a study folder that `quantgate tune` ran in: its trials (and the sensitivity heat map) join the report
+    atomic_write_text(out / "report.md", render_markdown(rep, markdown_lines(out)))
+    atomic_write_text(out / "report.html", render_html(rep, html_sections(out)))
     atomic_write_text(out / "junit.xml", render_junit(rep))
 
 

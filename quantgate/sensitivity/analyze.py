@@ -76,10 +76,10 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from quantgate.heldout import load_pageset
+    from quantgate.provenance import package_versions
     from quantgate.quantize.calibrate import calibration_samples
     from quantgate.quantize.classify import list_modules
     from quantgate.quantize.plan import check_model_dir
-    from quantgate.provenance import package_versions
     from quantgate.recipes import to_llmcompressor
     from quantgate.sensitivity import forward as fw
     from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms

@@ -1,0 +1,387 @@
+"""``quantgate tune``: recommend → quantize → serve → score → verdict, until every verdict of a
+trial is within noise, or ``max_trials``.
+
+Each trial is an ordinary study: the user's study with the trial's variant added (and every earlier
+trial's, so the report shows them all), written as ``OUT/tune/<name>/t<k>.study.yaml`` and run by
+``run_study`` into the same folder — finished variants and runs are reused by fingerprint, so a
+trial costs its own quantize and serve. A trial is appended to ``trials.jsonl`` when it finishes; a
+killed tune rerun with the same command replays the recorded actions and resumes at the trial it
+was in (its recipe is the same, so its built variant and served pages are reused)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+
+from quantgate.errors import InputError
+from quantgate.fileio import (
+    append_jsonl,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sha256_file,
+)
+from quantgate.records import parse_record
+from quantgate.tune import policy
+from quantgate.tune.records import Measured, Trial, TuneFile, TuneInputs
+
+TUNE_DIR = "tune"
+TRIALS = "trials.jsonl"
+TUNE_JSON = "tune.json"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def default_name(budget_bytes: int | None, effective_bits: float | None, speedup: float | None) -> str:
+    if budget_bytes is not None:  # exact, in the largest decimal unit it reaches: tune-2.579769MB
+        unit, scale = next((u, f) for u, f in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3), ("B", 1))
+                           if budget_bytes >= f)
+        x = format(Decimal(budget_bytes) / Decimal(scale), "f")
+        return f"tune-{x.rstrip('0').rstrip('.') if '.' in x else x}{unit}"
+    if effective_bits is not None:
+        return f"tune-{effective_bits:g}bits"
+    return f"tune-{speedup:g}x"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise InputError(f"{path.parent}: another quantgate tune is running on this study folder; wait for it") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+def study_settings_sha(st) -> str:
+    """The study's settings that change a verdict; its variants and output are the tune's to extend."""
+    d = st.model_dump(mode="json", exclude={"variants", "output", "limit"})
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def load_trials(tdir: Path) -> list[Trial]:
+    path = tdir / TRIALS
+    if not path.is_file():
+        return []
+    return [parse_record(Trial, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
+
+
+def tune_variants(out: Path) -> list[tuple[str, str]]:
+    """(variant, recipe path) of every trial recorded under ``out/tune`` (every tune name), in order."""
+    seen: dict[str, str] = {}
+    root = out / TUNE_DIR
+    for tdir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for t in load_trials(tdir):
+            seen.setdefault(t.variant, str((out / t.recipe).resolve()))
+    return list(seen.items())
+
+
+def _recipe_ref(recipe: str, base: Path) -> str:
+    from quantgate.recipes import PRESETS_DIR
+
+    if (PRESETS_DIR / f"{recipe}.yaml").is_file():
+        return recipe
+    for cand in (Path(recipe), base / recipe):  # run_study reads it as given; the study's folder is the intent
+        if cand.is_file():
+            return str(cand.resolve())
+    return recipe
+
+
+def trial_study(st, base: Path, out: Path, variants: list[tuple[str, str]], limit: int | None) -> dict:
+    """The user's study with every path absolute (the YAML lives in the tune folder), the tune's
+    variants added and the trial's page limit."""
+    from quantgate.study.spec import resolve_path
+
+    d = st.model_dump(mode="json")
+    d["model"] = str(resolve_path(base, st.model).resolve())
+    if st.pages.path:
+        d["pages"]["path"] = str(resolve_path(base, st.pages.path).resolve())
+    if st.lm_eval and st.lm_eval.include_path:
+        d["lm_eval"]["include_path"] = str(resolve_path(base, st.lm_eval.include_path).resolve())
+    cc = d["backend"].get("compile_cache")
+    if cc and cc.lower() != "none":
+        d["backend"]["compile_cache"] = str(resolve_path(base, cc).resolve())
+    d["variants"] = [{**v, "recipe": _recipe_ref(v["recipe"], base)} for v in d["variants"]]
+    own = {v["name"] for v in d["variants"]}
+    d["variants"] += [{"name": n, "recipe": r} for n, r in variants if n not in own]
+    d["output"] = str(out.resolve())
+    d["limit"] = limit
+    return d
+
+
+def measured_of(report: dict, variant: str) -> list[Measured]:
+    rows = [Measured(source="pages", metric=v["metric"], verdict=v["verdict"], reason=v.get("reason"),
+                     higher_is_better=v["higher_is_better"], n=v["n"], baseline_mean=v.get("baseline_mean"),
+                     candidate_mean=v.get("candidate_mean"), delta=v["delta"], ci_low=v["ci_low"], ci_high=v["ci_high"],
+                     margin=v["margin"], pages_needed=v.get("pages_needed"))
+            for v in report.get("verdicts", []) if v["variant"] == variant]
+    for v in (report.get("lm_eval") or {}).get("verdicts", []):
+        if v["variant"] == variant:
+            rows.append(Measured(source="lm_eval", metric=f"{v['task']} {v['metric']}", verdict=v["verdict"],
+                                 higher_is_better=v["higher_is_better"], n=v["n"], baseline_mean=v["baseline"],
+                                 candidate_mean=v["candidate"], delta=v["delta"], ci_low=v["ci_low"],
+                                 ci_high=v["ci_high"], margin=v["margin"]))
+    return rows
+
+
+def chosen_trial(trials: list[Trial], mode: str) -> Trial | None:
+    """The smallest (or, for a speed budget, fastest) trial whose verdicts are all within noise."""
+    ok = [t for t in trials if t.outcome == "within_noise"]
+    if not ok:
+        return None
+    key = (lambda t: (t.decode_bytes, t.bytes)) if mode == "speedup" else (lambda t: (t.bytes, t.decode_bytes))
+    return min(ok, key=lambda t: (*key(t), t.trial))
+
+
+def replay(trials: list[Trial]) -> tuple[dict[str, list[str]], int | None, bool]:
+    """(exclude, limit, finished) after the recorded trials."""
+    exclude: dict[str, list[str]] = {}
+    limit = None
+    for t in trials:
+        exclude, limit = t.exclude, t.limit
+        a = t.action
+        if a.kind in ("done", "stop"):
+            return exclude, limit, True
+        if a.kind == "promote":
+            exclude = policy.merge_exclude(exclude, a.promote)
+        elif a.kind == "tighten":
+            limit = a.limit
+    return exclude, limit, False
+
+
+class Tuner:
+    """One tune: its inputs, its folder, and the step a trial takes (``run_trial``). The study step
+    is a parameter so tests can drive the loop without serving."""
+
+    def __init__(self, study_path: Path, sensitivity_path: Path, *, budget_bytes: int | None = None,
+                 effective_bits: float | None = None, speedup: float | None = None, max_trials: int = 5,
+                 out: Path | None = None, name: str | None = None, formats: list[str] | None = None,
+                 target: str = "hopper", run_study: Callable | None = None, log: Callable[[str], None] = print):
+        from quantgate.sensitivity import check_model, load_sensitivity
+        from quantgate.sensitivity.recommend import recommend
+        from quantgate.study.spec import load_study, resolve_path
+
+        if max_trials < 1:
+            raise InputError(f"--max-trials {max_trials}: must be at least 1")
+        self.study_path = Path(study_path)
+        self.st = _load_user_study(self.study_path, load_study)
+        self.base = self.study_path.resolve().parent
+        self.out = Path(out) if out else resolve_path(self.base, self.st.output or f"{self.st.name}-out")
+        self.sens_path = Path(sensitivity_path)
+        self.sens = load_sensitivity(self.sens_path)
+        check_model(self.sens, resolve_path(self.base, self.st.model), str(self.sens_path))
+        self.budget = {"budget_bytes": budget_bytes, "effective_bits": effective_bits, "speedup": speedup}
+        self.formats = formats or list(self.sens.formats)
+        self.target = target
+        # a budget outside what the formats allow is refused here, before any work
+        first = recommend(self.sens, **self.budget, formats=self.formats, target=target)
+        self.mode, self.limit_value = first.mode, first.limit
+        self.name = name or default_name(budget_bytes, effective_bits, speedup)
+        if not _NAME.match(self.name):
+            raise InputError(f"--name {self.name!r}: letters, digits, '.', '_' and '-' only (it names study variants)")
+        clash = [v.name for v in self.st.variants if v.name.startswith(f"{self.name}-t")]
+        if clash:
+            raise InputError(f"{self.study_path}: variant {clash[0]!r} would clash with this tune's trial names; "
+                             "rename it or pass --name")
+        self.max_trials = max_trials
+        self.tdir = self.out / TUNE_DIR / self.name
+        self.run_study = run_study
+        self.log = log
+        sha = sha256_file(self.sens_path)
+        self.sens_copy = self.out / TUNE_DIR / f"sensitivity-{sha[:12]}.json"
+        self.inputs = TuneInputs(study=str(self.study_path.resolve()), study_sha256=study_settings_sha(self.st),
+                                 sensitivity=str(self.sens_path.resolve()), sensitivity_sha256=sha,
+                                 model_weights_sha256=self.sens.model_weights_sha256, mode=self.mode,
+                                 limit=self.limit_value, formats=formats, target=target)
+
+    # --- files ---------------------------------------------------------------------------------------
+
+    def _check_resume(self, overwrite: bool) -> None:
+        path = self.tdir / TUNE_JSON
+        if not path.is_file():
+            if (self.tdir / TRIALS).is_file() and not overwrite:
+                raise InputError(f"{self.tdir}: has trials but no {TUNE_JSON}; pass --overwrite to start this tune again")
+            return
+        old = parse_record(TuneFile, json.loads(path.read_text("utf-8")), where=str(path))
+        mine, theirs = self.inputs.model_dump(exclude={"study", "sensitivity"}), \
+            old.inputs.model_dump(exclude={"study", "sensitivity"})
+        if mine != theirs and not overwrite:
+            diff = sorted(k for k in mine if mine[k] != theirs.get(k))
+            raise InputError(f"{self.tdir}: holds a tune with other inputs ({', '.join(diff)}); pass --name to keep "
+                             "both, or --overwrite to start this one again (built variants are reused where they match)")
+        if mine != theirs or overwrite:
+            for p in (self.tdir / TRIALS, path):
+                p.unlink(missing_ok=True)
+
+    def _write(self, trials: list[Trial], status: str, message: str, current: int | None = None) -> TuneFile:
+        chosen = chosen_trial(trials, self.mode)
+        tf = TuneFile(name=self.name, inputs=self.inputs, sensitivity_copy=str(self.sens_copy.relative_to(self.out)),
+                      max_trials=self.max_trials, status=status, current_trial=current,
+                      chosen=chosen.trial if chosen else None, message=message, trials=trials, updated_utc=_now())
+        atomic_write_json(self.tdir / TUNE_JSON, tf.model_dump(mode="json"))
+        return tf
+
+    def _refresh_report(self) -> None:
+        from quantgate.reports import load_summary, write_reports
+        from quantgate.reports.schema import SUMMARY
+
+        if (self.out / SUMMARY).is_file():
+            write_reports(load_summary(self.out), self.out)
+
+    def _available(self) -> int | None:
+        from quantgate.heldout import load_pageset
+        from quantgate.study.spec import resolve_path
+
+        d = self.out / "pages" if self.st.pages.synth else resolve_path(self.base, self.st.pages.path)
+        try:
+            return len(load_pageset(d).split(self.st.split))
+        except InputError:
+            return None
+
+    def _feasible(self, exclude: dict[str, list[str]]) -> bool:
+        from quantgate.sensitivity.recommend import recommend
+
+        try:
+            recommend(self.sens, **self.budget, formats=self.formats, target=self.target, exclude=exclude)
+        except InputError:
+            return False
+        return True
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def run(self, overwrite: bool = False) -> TuneFile:
+        self.out.mkdir(parents=True, exist_ok=True)
+        with _lock(self.out / TUNE_DIR / ".lock"):
+            self.tdir.mkdir(parents=True, exist_ok=True)
+            self._check_resume(overwrite)
+            if not self.sens_copy.is_file():
+                atomic_write_bytes(self.sens_copy, self.sens_path.read_bytes())
+            trials = load_trials(self.tdir)
+            exclude, limit, finished = replay(trials)
+            if not trials:
+                limit = self.st.limit
+            if finished:
+                return self._finish(trials, trials[-1].action.text)
+            while len(trials) < self.max_trials:
+                stop = self.run_trial(trials, exclude, limit)
+                if stop is not None:
+                    return self._finish(trials, stop)
+                exclude, limit, finished = replay(trials)
+                if finished:
+                    return self._finish(trials, trials[-1].action.text)
+            return self._finish(trials, f"--max-trials {self.max_trials} reached")
+
+    def _finish(self, trials: list[Trial], why: str) -> TuneFile:
+        chosen = chosen_trial(trials, self.mode)
+        if chosen:
+            msg = (f"trial {chosen.trial} ({chosen.variant}, {chosen.recipe}): every verdict within noise; "
+                   f"{chosen.bytes:,} bytes predicted ({chosen.weights_bytes or 0:,} built)")
+        else:
+            msg = f"no trial got every verdict within noise ({len(trials)} trial(s)): {why}"
+        tf = self._write(trials, "found" if chosen else "not_found", msg)
+        self._refresh_report()
+        return tf
+
+    def run_trial(self, trials: list[Trial], exclude: dict[str, list[str]], limit: int | None) -> str | None:
+        """Run trial ``len(trials) + 1``; append it to ``trials``. Returns a reason to stop without a
+        trial (no recipe under the budget avoids the forbidden formats), else None."""
+        from quantgate.sensitivity.recommend import recommend
+        from quantgate.sensitivity.write import recipe_yaml
+
+        k = len(trials) + 1
+        try:
+            rec = recommend(self.sens, **self.budget, formats=self.formats, target=self.target, exclude=exclude)
+        except InputError as e:
+            return f"no recipe under the budget avoids the formats that failed ({e})"
+        same = next((t for t in trials if t.assignment == rec.assignment), None)
+        if same and same.limit == limit:
+            return f"the solver returned trial {same.trial}'s recipe again"
+        if same:  # the same recipe on more pages: the same variant, served further
+            variant, recipe_file = same.variant, self.out / same.recipe
+        else:
+            variant, recipe_file = f"{self.name}-t{k}", self.tdir / f"t{k}.yaml"
+            atomic_write_text(recipe_file, recipe_yaml(self.sens, rec, name=variant,
+                                                       source=f"{self.sens_copy.name} (quantgate tune {self.name})"))
+        variants = tune_variants(self.out)
+        if variant not in dict(variants):
+            variants.append((variant, str(recipe_file.resolve())))
+        spec = trial_study(self.st, self.base, self.out, variants, limit)
+        study_file = self.tdir / f"t{k}.study.yaml"
+        atomic_write_text(study_file, f"# trial {k} of `quantgate tune` {self.name}: the study {self.study_path} with "
+                          "the tune's variants\n" + yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+        self._write(trials, "running", f"trial {k} running", current=k)
+        self.log(f"[tune] trial {k}: {variant}, {rec.total_bytes:,} bytes, predicted KL {rec.predicted_kl:.3e}"
+                 + (f", {limit} pages" if limit else ""))
+        t0 = time.time()
+        run = self.run_study or _run_study
+        report = run(study_file, self.out, self.log)
+        measured = measured_of(report, variant)
+        weights = next((v["weights_bytes"] for v in report.get("variants", []) if v["name"] == variant), None)
+        action = policy.next_action(self.sens, rec.assignment, measured, formats=self.formats, exclude=exclude,
+                                    limit=limit, available=self._available(), feasible=self._feasible)
+        trial = Trial(trial=k, variant=variant, recipe=str(recipe_file.relative_to(self.out)),
+                      recipe_sha256=sha256_file(recipe_file), study=str(study_file.relative_to(self.out)),
+                      exclude=exclude, limit=limit, assignment=rec.assignment, bytes=rec.total_bytes,
+                      weights_bytes=weights, effective_bits=rec.effective_bits, decode_bytes=rec.decode_bytes,
+                      modelled_decode_ms=rec.modelled_decode_ms, modelled_speedup=rec.modelled_speedup,
+                      predicted_kl=rec.predicted_kl, verdicts=measured, outcome=policy.outcome(measured),
+                      action=action, wall_s=round(time.time() - t0, 1), finished_utc=_now())
+        append_jsonl(self.tdir / TRIALS, trial.model_dump(mode="json"), fsync=True)
+        trials.append(trial)
+        self.log(f"[tune] trial {k}: {trial.outcome}; {action.kind}: {action.text}")
+        self._write(trials, "running", f"trial {k} finished")
+        self._refresh_report()
+        return None
+
+
+def _load_user_study(path: Path, load_study):
+    """The user's study; it may list the baseline alone (a study asks for two variants: the tune adds
+    the rest), so a placeholder is added for the check and removed."""
+    import tempfile
+
+    try:
+        obj = yaml.safe_load(path.read_text("utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the study ({e})") from None
+    if not (isinstance(obj, dict) and isinstance(obj.get("variants"), list) and len(obj["variants"]) == 1):
+        return load_study(path)
+    obj["variants"].append({"name": "quantgate-tune-placeholder", "recipe": "bf16"})
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / path.name
+        tmp.write_text(yaml.safe_dump(obj, sort_keys=False), "utf-8")
+        try:
+            st = load_study(tmp)
+        except InputError as e:
+            raise InputError(str(e).replace(str(tmp), str(path))) from None
+    return st.model_copy(update={"variants": st.variants[:1]})
+
+
+def _run_study(study_file: Path, out: Path, log) -> dict:
+    from quantgate.study import run_study
+
+    return run_study(study_file, out, log=log)
+
+
+def tune(study_path: Path, sensitivity_path: Path, *, overwrite: bool = False, **kw) -> TuneFile:
+    """Run (or resume) a tune; see :class:`Tuner` for the arguments."""
+    return Tuner(study_path, sensitivity_path, **kw).run(overwrite=overwrite)
+
