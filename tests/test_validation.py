@@ -73,6 +73,9 @@ FLAGS = {
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
     ("compare", "--resamples"): ints(1000),
+    ("tune", "--effective-bits"): floats(0),
+    ("tune", "--speedup"): floats(0),
+    ("tune", "--max-trials"): ints(1, 100),
 }
 BACKEND_FLAGS = {  # serve and lmeval both take them
     "--tensor-parallel-size": ints(1),
@@ -163,6 +166,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "score": ["score", "--pages", empty, "--predictions", empty, "-o", out + "/s.jsonl"],
         "compare": ["compare", empty, empty, "--metric", "ned"],
         "demo": ["demo", "-o", out],
+        "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag == "--max-trials" else []),
     }[verb]
     if flag in BACKEND_FLAGS:
         argv += ["--backend", "vllm"]
