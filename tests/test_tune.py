@@ -309,3 +309,16 @@ def test_the_study_report_carries_the_tune_section(setup):
     page = (out / "report.html").read_text()
     assert page.index("<h2>Tune: tune-780B</h2>") < page.index("<h2>Provenance</h2>")
     assert page.count("<svg") == 4 + 2
+
+
+def test_when_the_damaging_groups_cannot_move_the_loop_stops_instead_of_promoting_trivia():
+    sens = fake_sens(KL)
+    assignment = {"layers.0.mlp": "w2a16", "layers.1.mlp": "w4a16", "layers.2.mlp": "w4a16"}  # KL 1.0002e-2
+    # layer 0 cannot leave INT2 under the budget; layers 1 and 2 can (w4a16 → fp8), but that cuts 1.8e-6 of ~1e-2
+    feasible = lambda ex: "layers.0.mlp" not in ex  # noqa: E731
+    a = policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)], feasible)
+    assert a.kind == "stop" and "no promotion under this budget addresses the damage" in a.text
+    assert "would be left promoting layers.0.mlp" in a.text
+    # the same miss where layer 0 can move: promoted
+    assert policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)],
+                          lambda ex: True).promote == {"layers.0.mlp": ["w2a16"]}

@@ -8,7 +8,8 @@ changes say how far the recipe missed — the pessimistic end of the paired inte
 and, taking the measured change as proportional to the summed KL (the additive model the
 recommendation already rests on), the loop promotes groups until the summed KL falls to the share
 that would put that end at half the margin, skipping any promotion that would leave no recipe under
-the budget. Pure functions: no serving, no files."""
+the budget — and stopping when what still fits would not cover half of that cut (the groups that carry
+the damage cannot move). Pure functions: no serving, no files."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ FAILING = ("regression", "not_equivalent", "inconclusive")
 # reasons where the interval, not the recipe, is the problem: more pages can decide them
 MORE_PAGES_REASONS = ("too_few_pages", "ci_straddles_margin", "noise_exceeds_margin")
 HEADROOM = 0.5  # aim the pessimistic end of the interval at this share of the margin
+# promotions that fit the budget must cover this share of the KL cut the miss asks for, else the loop stops
+MIN_COVER = 0.5
 
 
 def outcome(measured: list[Measured]) -> Outcome:
@@ -88,6 +91,12 @@ def promote(sens: SensitivityFile, assignment: dict[str, str], formats: list[str
     fits = f"; no recipe under the budget would be left promoting {', '.join(skipped)}" if skipped else ""
     if not new:
         return Action(kind="stop", target_kl=target, text=f"{why}{fits}: no promotion fits the budget")
+    if skipped and now - after < (now - target) * MIN_COVER:
+        # the groups that carry the predicted damage cannot move; promoting the rest would spend a trial on
+        # a recipe that differs from this one by a negligible predicted amount
+        return Action(kind="stop", target_kl=target,
+                      text=f"{why}{fits}; what fits ({', '.join(new)}) would cut the summed KL by {now - after:.2e} "
+                           f"of the {now - target:.2e} needed: no promotion under this budget addresses the damage")
     short = "" if after <= target else f" (the target is out of reach under the budget: {after:.2e} predicted)"
     return Action(kind="promote", promote=new, target_kl=target,
                   text=f"{why}; promoted {len(new)} group(s) by sensitivity KL: {'; '.join(moves)}{short}{fits}")
