@@ -206,6 +206,9 @@ def test_a_killed_tune_resumes_at_the_trial_it_was_in(setup):
     state = json.loads((tdir / TUNE_JSON).read_text())
     assert (state["status"], state["current_trial"], len(state["trials"])) == ("running", 2, 1)
     first = (tdir / TRIALS).read_text()
+    # `quantgate sensitivity` rerun on the finished file rewrites its timings: the same tune still
+    recorded = json.loads(sens.read_text())
+    sens.write_text(json.dumps({**recorded, "timings": {"total_s": 1.0}, "created_utc": "later"}))
     again = FakeStudy()
     tf = Tuner(study, sens, budget_bytes=BUDGET, out=tmp / "out", run_study=again, log=lambda s: None).run()
     assert again.calls == [f"{whole.name}-t2"]  # trial 1 is not run again

@@ -78,6 +78,16 @@ def study_settings_sha(st) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
+def sensitivity_fingerprint(sens) -> str:
+    """sha256 over what a recommendation reads from a sensitivity file — not its timings or date."""
+    d = {"model": sens.model_weights_sha256, "formats": sens.formats, "keep_bf16": sens.keep_bf16,
+         "bandwidth": sens.bandwidth_gbps, "sizes": sens.sizes.model_dump(),
+         "groups": [g.model_dump() for g in sens.groups],
+         "measurements": sorted((m.group, m.format, m.kl_mean, m.bytes) for m in sens.measurements),
+         "baseline": sens.baseline.kl_mean if sens.baseline else None}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
 def load_trials(tdir: Path) -> list[Trial]:
     path = tdir / TRIALS
     if not path.is_file():
@@ -206,10 +216,13 @@ class Tuner:
         self.tdir = self.out / TUNE_DIR / self.name
         self.run_study = run_study
         self.log = log
-        sha = sha256_file(self.sens_path)
-        self.sens_copy = self.out / TUNE_DIR / f"sensitivity-{sha[:12]}.json"
+        sha, fp = sha256_file(self.sens_path), sensitivity_fingerprint(self.sens)
+        # named by content, not by file: a rerun of `quantgate sensitivity` rewrites the file's timings, and the
+        # name is written into every recipe (whose text is part of the variant's fingerprint)
+        self.sens_copy = self.out / TUNE_DIR / f"sensitivity-{fp[:12]}.json"
         self.inputs = TuneInputs(study=str(self.study_path.resolve()), study_sha256=study_settings_sha(self.st),
                                  sensitivity=str(self.sens_path.resolve()), sensitivity_sha256=sha,
+                                 sensitivity_fingerprint=fp,
                                  model_weights_sha256=self.sens.model_weights_sha256, mode=self.mode,
                                  limit=self.limit_value, formats=formats, target=target)
 
@@ -222,8 +235,8 @@ class Tuner:
                 raise InputError(f"{self.tdir}: has trials but no {TUNE_JSON}; pass --overwrite to start this tune again")
             return
         old = parse_record(TuneFile, json.loads(path.read_text("utf-8")), where=str(path))
-        mine, theirs = self.inputs.model_dump(exclude={"study", "sensitivity"}), \
-            old.inputs.model_dump(exclude={"study", "sensitivity"})
+        same_anyway = {"study", "sensitivity", "sensitivity_sha256"}  # paths, and the file's timings and date
+        mine, theirs = self.inputs.model_dump(exclude=same_anyway), old.inputs.model_dump(exclude=same_anyway)
         if mine != theirs and not overwrite:
             diff = sorted(k for k in mine if mine[k] != theirs.get(k))
             raise InputError(f"{self.tdir}: holds a tune with other inputs ({', '.join(diff)}); pass --name to keep "

@@ -80,7 +80,8 @@ class TuneInputs(Record):
     study: str
     study_sha256: str  # over the study's settings, its variants list and output excluded
     sensitivity: str
-    sensitivity_sha256: str
+    sensitivity_sha256: str  # the file (provenance; a rerun of `quantgate sensitivity` rewrites its timings)
+    sensitivity_fingerprint: str  # what the recommendations read: groups, formats, KL and bytes, sizes
     model_weights_sha256: str
     mode: Literal["budget", "effective_bits", "speedup"]
     limit: float
