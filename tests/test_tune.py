@@ -321,7 +321,19 @@ def test_when_the_damaging_groups_cannot_move_the_loop_stops_instead_of_promotin
     feasible = lambda ex: "layers.0.mlp" not in ex  # noqa: E731
     a = policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)], feasible)
     assert a.kind == "stop" and "no promotion under this budget addresses the damage" in a.text
-    assert "would be left promoting layers.0.mlp" in a.text
+    assert "would be left promoting layers.0.mlp;" in a.text
     # the same miss where layer 0 can move: promoted
     assert policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)],
                           lambda ex: True).promote == {"layers.0.mlp": ["w2a16"]}
+
+
+def test_promotion_skips_a_larger_format_that_hurts_more():
+    # a group where nvfp4 is larger than w4a16 but (as on some reader groups) worse: w4a16 → fp8, nvfp4 forbidden
+    kl = [{"fp8": 1e-7, "w4a16": 1e-6, "w2a16": 1e-3}]
+    sens = fake_sens(kl)
+    sens.formats.append("nvfp4")
+    sens.measurements.append(sens.measurements[0].model_copy(update={"format": "nvfp4", "kl_mean": 5e-6, "bytes": 330}))
+    fmts = ["fp8", "nvfp4", "w4a16", "w2a16"]
+    assert policy.one_up(sens, "layers.0.mlp", "w4a16", fmts, {}) == "fp8"
+    a = policy.promote(sens, {"layers.0.mlp": "w4a16"}, fmts, {}, [ned("regression", 0.02, 0.03)])
+    assert a.promote == {"layers.0.mlp": ["nvfp4", "w2a16", "w4a16"]} and "w4a16 → at least fp8" in a.text

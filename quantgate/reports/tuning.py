@@ -37,7 +37,7 @@ def load_tunes(out: Path) -> list[tuple[TuneFile, SensitivityFile | None]]:
         if sp.is_file() and sp.resolve().is_relative_to(root.resolve()):
             sens = parse_record(SensitivityFile, json.loads(sp.read_text("utf-8")), where=str(sp))
         found.append((tf, sens))
-    return found
+    return sorted(found, key=lambda t: (t[0].inputs.mode, t[0].inputs.limit, t[0].name))
 
 
 def _measured(m: Measured) -> str:

@@ -46,10 +46,20 @@ def _bytes(sens: SensitivityFile, group: str, fmt: str) -> int:
 
 
 def one_up(sens: SensitivityFile, group: str, fmt: str, formats: list[str], exclude: dict[str, list[str]]) -> str:
-    """The next larger format this group may still take (BF16 at the top)."""
+    """The next larger format this group may still take that the sensitivity file says hurts less
+    (BF16 at the top): a larger format with more KL — nvfp4 above w4a16 on some groups — is no promotion."""
     allowed = [f for f in formats if f not in exclude.get(group, [])] + ["bf16"]
-    larger = [f for f in allowed if _bytes(sens, group, f) > _bytes(sens, group, fmt)]
+    larger = [f for f in allowed if _bytes(sens, group, f) > _bytes(sens, group, fmt)
+              and _kl(sens, group, f) < _kl(sens, group, fmt)]
     return min(larger, key=lambda f: _bytes(sens, group, f))
+
+
+def banned(sens: SensitivityFile, group: str, fmt: str, formats: list[str], exclude: dict[str, list[str]]) -> list[str]:
+    """What promoting ``group`` out of ``fmt`` forbids: that format, every smaller one, and every one the
+    sensitivity file says hurts at least as much."""
+    cap, kl = _bytes(sens, group, fmt), _kl(sens, group, fmt)
+    return sorted(f for f in formats if f not in exclude.get(group, [])
+                  and (_bytes(sens, group, f) <= cap or _kl(sens, group, f) >= kl))
 
 
 def promote(sens: SensitivityFile, assignment: dict[str, str], formats: list[str], exclude: dict[str, list[str]],
@@ -73,8 +83,7 @@ def promote(sens: SensitivityFile, assignment: dict[str, str], formats: list[str
             break
         f = assignment[g]
         up = one_up(sens, g, f, formats, exclude)
-        cap = _bytes(sens, g, f)
-        ban = sorted(x for x in formats if _bytes(sens, g, x) <= cap and x not in exclude.get(g, []))
+        ban = banned(sens, g, f, formats, exclude)
         if feasible is not None and not feasible(merge_exclude(exclude, {**new, g: ban})):
             skipped.append(g)
             continue
@@ -88,7 +97,7 @@ def promote(sens: SensitivityFile, assignment: dict[str, str], formats: list[str
     else:
         why = (f"{', '.join(sorted({m.metric for m in failing}))} {failing[0].verdict if failing else 'failed'} with no "
                "interval beyond the margin to scale by: promote the most damaging group")
-    fits = f"; no recipe under the budget would be left promoting {', '.join(skipped)}" if skipped else ""
+    fits = f"; no recipe under the budget would be left promoting {_few(skipped)}" if skipped else ""
     if not new:
         return Action(kind="stop", target_kl=target, text=f"{why}{fits}: no promotion fits the budget")
     if skipped and now - after < (now - target) * MIN_COVER:
@@ -100,6 +109,10 @@ def promote(sens: SensitivityFile, assignment: dict[str, str], formats: list[str
     short = "" if after <= target else f" (the target is out of reach under the budget: {after:.2e} predicted)"
     return Action(kind="promote", promote=new, target_kl=target,
                   text=f"{why}; promoted {len(new)} group(s) by sensitivity KL: {'; '.join(moves)}{short}{fits}")
+
+
+def _few(names: list[str], k: int = 3) -> str:
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
 def next_action(sens: SensitivityFile, assignment: dict[str, str], measured: list[Measured], *, formats: list[str],
