@@ -73,11 +73,14 @@ def predicted(sens, recipe_spec: str) -> dict:
         if fmts == {"bf16"}:
             continue
         (f,) = fmts  # a preset gives one format to a whole layer kind
-        kl += table[(g.name, f)].kl_mean if (g.name, f) in table else float("nan")
+        if (g.name, f) not in table:
+            return {"predicted_kl": None, "why_not": f"{f} not measured in the sensitivity file"}
+        kl += table[(g.name, f)].kl_mean
     outside = sorted(n for n, f in plan.items() if f != "bf16" and n not in grouped)
     if any(f != "bf16" for f in plan.values()) and sens.baseline:
         kl += sens.baseline.kl_mean
-    return {"predicted_kl": kl, "modules_outside_groups": len(outside)}
+    return {"predicted_kl": kl, "modules_outside_groups": len(outside),
+            "why_not": "a lower bound: modules the sensitivity file kept BF16 are quantized too" if outside else None}
 
 
 def front(points: list[dict]) -> list[dict]:
@@ -194,6 +197,7 @@ def main() -> None:
         presets.append({"name": p, "bytes": sizes[p], "ned": next(v["candidate_mean"] for v in vs if v["metric"] == "ned"),
                         "verdicts": {v["metric"]: v["verdict"] for v in vs},
                         "delta_ned": next(v["delta"] for v in vs if v["metric"] == "ned"),
+                        "pages_changed": next(v.get("pages_changed") for v in vs if v["metric"] == "ned"),
                         **predicted(sens, p)})
     result["presets"] = {"timing": timing, "variants": presets}
     for p in presets:
@@ -222,6 +226,7 @@ def main() -> None:
                    "assignment": t["assignment"], "bytes": t["bytes"], "weights_bytes": t["weights_bytes"],
                    "effective_bits": round(t["effective_bits"], 3), "modelled_speedup": round(t["modelled_speedup"], 3),
                    "predicted_kl": t["predicted_kl"], "pages": m["ned"]["n"], "ned": m["ned"]["candidate_mean"],
+                   "pages_changed": m["ned"]["pages_changed"],
                    "verdicts": {k: {"verdict": v["verdict"], "reason": v["reason"], "delta": v["delta"],
                                     "ci90": [v["ci_low"], v["ci_high"]], "margin": v["margin"]} for k, v in m.items()},
                    "outcome": t["outcome"], "action": t["action"]["kind"], "action_text": t["action"]["text"],
@@ -241,7 +246,7 @@ def main() -> None:
     plot(presets, trials, recs, a.out.with_name("tune_reader_pareto.svg"))
     result["report"] = "the study folder's report.md/html (not committed) carries the same trials table and heat map"
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(result, indent=1) + "\n")
+    a.out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
     print(f"wrote {a.out} and {a.out.with_name('tune_reader_pareto.svg')}")
 
 

@@ -140,7 +140,7 @@ class FakeStudy:
             verdicts.append({"variant": v["name"], "metric": "ned", "verdict": "regression" if bad else "within_noise",
                              "reason": "ci_beyond_margin" if bad else "identical_outputs", "higher_is_better": False,
                              "n": 30, "baseline_mean": 0.0, "candidate_mean": d, "delta": d, "ci_low": d - 0.01,
-                             "ci_high": hi, "margin": 0.01, "pages_needed": None})
+                             "ci_high": hi, "margin": 0.01, "pages_needed": None, "pages_changed": 3 if bad else 0})
             variants.append({"name": v["name"], "weights_bytes": 123})
         return {"verdicts": verdicts, "variants": variants}
 
@@ -275,6 +275,7 @@ def test_report_md_has_the_trials_table_and_html_the_heat_map_and_damage_plot(se
     assert len(rows) == 2
     assert "ned +0.0200 [+0.0100, +0.0300]" in rows[0] and "ned REGRESSION (ci_beyond_margin)" in rows[0]
     assert "promote: " in rows[0] and "ned within noise (identical_outputs)" in rows[1]
+    assert "| 3 / 30 |" in rows[0] and "| 0 / 30 |" in rows[1]  # pages whose output changed
     assert f"{tf.trials[1].recipe} ({tf.trials[1].recipe_sha256[:12]})" in rows[1] and "1.02e-04" in rows[1]
     html = "".join(str(b) for b in html_sections(out))
     assert html.count("<svg") == 2 and "Sensitivity: KL of each group" in html
@@ -337,3 +338,39 @@ def test_promotion_skips_a_larger_format_that_hurts_more():
     assert policy.one_up(sens, "layers.0.mlp", "w4a16", fmts, {}) == "fp8"
     a = policy.promote(sens, {"layers.0.mlp": "w4a16"}, fmts, {}, [ned("regression", 0.02, 0.03)])
     assert a.promote == {"layers.0.mlp": ["nvfp4", "w2a16", "w4a16"]} and "w4a16 → at least fp8" in a.text
+
+
+class UndecidedStudy(FakeStudy):
+    """Every recipe changes a page or two: inconclusive on 30 pages (the verdict asks for 40), within noise
+    on 40."""
+
+    def __call__(self, study_file: Path, out: Path, log) -> dict:
+        spec = yaml.safe_load(Path(study_file).read_text())
+        self.calls.append((spec["variants"][-1]["name"], spec["limit"]))
+        rows = []
+        for v in spec["variants"][1:]:
+            enough = (spec["limit"] or 0) >= 40
+            rows.append({"variant": v["name"], "metric": "ned", "verdict": "within_noise" if enough else "inconclusive",
+                         "reason": "ci_inside_margin" if enough else "ci_straddles_margin", "higher_is_better": False,
+                         "n": spec["limit"], "delta": 0.003, "ci_low": -0.001, "ci_high": 0.008 if enough else 0.012,
+                         "margin": 0.01, "pages_needed": None if enough else 40, "pages_changed": 2})
+        return {"verdicts": rows, "variants": [{"name": v["name"], "weights_bytes": 1} for v in spec["variants"]]}
+
+
+def test_an_undecided_verdict_is_tightened_with_more_pages_when_the_split_has_them(setup, monkeypatch):
+    tmp, study, sens = setup
+    spec = yaml.safe_load(study.read_text())
+    study.write_text(yaml.safe_dump({**spec, "limit": 30}))
+    monkeypatch.setattr(Tuner, "_available", lambda self: 60)  # held-out pages in the study's split
+    fake = UndecidedStudy()
+    tf = Tuner(study, sens, budget_bytes=BUDGET, out=tmp / "out", run_study=fake, log=lambda s: None).run()
+    t1, t2 = tf.trials
+    assert (t1.action.kind, t1.action.limit) == ("tighten", 40)
+    # the same recipe and variant, served on 40 pages: nothing rebuilt, no second variant
+    assert fake.calls == [(t1.variant, 30), (t1.variant, 40)] and t2.variant == t1.variant and t2.recipe == t1.recipe
+    assert t2.assignment == t1.assignment and t2.limit == 40 and (tf.status, tf.chosen) == ("found", 2)
+    # a split without the pages: the tune says how many would decide it, and promotes meanwhile
+    monkeypatch.setattr(Tuner, "_available", lambda self: 32)
+    tf = Tuner(study, sens, budget_bytes=BUDGET, out=tmp / "b", run_study=UndecidedStudy(), max_trials=1,
+               log=lambda s: None).run()
+    assert tf.trials[0].action.kind == "promote" and "≈40 pages would decide it" in tf.trials[0].action.text

@@ -44,6 +44,14 @@ def _measured(m: Measured) -> str:
     return f"{m.metric} {m.delta:+.4f} [{m.ci_low:+.4f}, {m.ci_high:+.4f}]"
 
 
+def _changed(t) -> str:
+    """Pages whose output differs from the baseline's, of the pages compared (the page verdicts)."""
+    m = next((x for x in t.verdicts if x.source == "pages"), None)
+    if m is None:
+        return "–"
+    return f"{m.pages_changed} / {m.n}" if m.pages_changed is not None else f"? / {m.n}"
+
+
 def trial_rows(tf: TuneFile) -> list[dict[str, str]]:
     rows = []
     for t in tf.trials:
@@ -52,7 +60,7 @@ def trial_rows(tf: TuneFile) -> list[dict[str, str]]:
             "trial": f"{t.trial}" + (" ✓" if t.trial == tf.chosen else ""), "variant": t.variant,
             "recipe": f"{t.recipe} ({t.recipe_sha256[:12]})", "bytes": f"{human(t.bytes)}{built}",
             "bits/weight": f"{t.effective_bits:.2f}", "modelled speed-up": f"{t.modelled_speedup:.2f}×",
-            "predicted KL": f"{t.predicted_kl:.2e}", "pages": str(max((m.n for m in t.verdicts), default=0)),
+            "predicted KL": f"{t.predicted_kl:.2e}", "pages changed": _changed(t),
             "measured Δ [90% CI]": "; ".join(_measured(m) for m in t.verdicts),
             "verdicts": "; ".join(f"{m.metric} {WORD[m.verdict]}" + (f" ({m.reason})" if m.reason else "")
                                   for m in t.verdicts),

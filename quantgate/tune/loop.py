@@ -142,7 +142,7 @@ def measured_of(report: dict, variant: str) -> list[Measured]:
     rows = [Measured(source="pages", metric=v["metric"], verdict=v["verdict"], reason=v.get("reason"),
                      higher_is_better=v["higher_is_better"], n=v["n"], baseline_mean=v.get("baseline_mean"),
                      candidate_mean=v.get("candidate_mean"), delta=v["delta"], ci_low=v["ci_low"], ci_high=v["ci_high"],
-                     margin=v["margin"], pages_needed=v.get("pages_needed"))
+                     margin=v["margin"], pages_needed=v.get("pages_needed"), pages_changed=v.get("pages_changed"))
             for v in report.get("verdicts", []) if v["variant"] == variant]
     for v in (report.get("lm_eval") or {}).get("verdicts", []):
         if v["variant"] == variant:

@@ -29,6 +29,7 @@ class Measured(Record):
     ci_high: float
     margin: float
     pages_needed: int | None = None
+    pages_changed: int | None = None  # pages whose output text differs from the baseline's (page verdicts)
 
     @property
     def worse_bound(self) -> float:
