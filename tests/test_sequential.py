@@ -84,6 +84,19 @@ def test_budget_ending_early_spends_the_rest_and_keeps_earlier_boundaries():
     assert planned[-1].alpha_spent == 0.05 and planned[0].nominal_alpha == pytest.approx(8.8575e-5, rel=1e-3)
 
 
+def test_budget_ending_early_in_a_pass():
+    """Planned 400 pages, only 250 could be served: the third look moves to 250 and spends the rest;
+    the first two looks' decisions carry over."""
+    rng = np.random.default_rng(8)
+    d = rng.normal(-0.01, 0.03, 250)
+    d += -0.01 - d.mean()
+    dec = sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01})
+    dec = sq.sequential_decide(2, LOOKS, {"ned": d}, {"ned": 0.01}, previous=dec)
+    short = sq.sequential_decide(3, [100, 200, 250], {"ned": d}, {"ned": 0.01}, previous=dec, n_max=400)
+    assert short.stop and short.stop_reason == "page_budget" and short.alpha_spent == 0.05
+    assert short.plan[:2] == dec.plan[:2] and short.pages_used == 250
+
+
 def test_repeated_p_at_the_boundary_is_alpha():
     looks = sq.plan_looks(400, n_looks=4)
     for spending in bd.SPENDINGS:
@@ -102,6 +115,8 @@ def test_plan_looks():
     assert sq.plan_looks(100, step=30, first=30) == [30, 60, 100]
     assert sq.plan_looks(100, step=30, first=10) == [30, 60, 100]  # never below MIN_PAGES
     assert sq.plan_looks(45, n_looks=4) == [45]  # too few pages to look early: the fixed design
+    assert sq.plan_looks(130, n_looks=4) == [60, 98, 130]  # 65 is too close to the first look (60)
+    assert sq.plan_looks(70, step=30) == [70]
     for bad in ({"step": 30, "n_looks": 4}, {}, {"step": 0}, {"n_looks": True}):
         with pytest.raises(InputError):
             sq.plan_looks(100, **bad)
