@@ -69,6 +69,13 @@ FLAGS = {
     ("quantize", "--max-seq-len"): ints(64),
     ("score", "--concurrency"): CONC,
     ("demo", "--pages"): ints(2),
+    ("sensitivity", "--samples"): ints(1),
+    ("sensitivity", "--max-new-tokens"): ints(1),
+    ("sensitivity", "--max-seq-len"): ints(64),
+    ("sensitivity", "--bandwidth"): floats(0),
+    ("sensitivity", "--batch-pages"): ints(1),
+    ("recommend", "--effective-bits"): floats(0, 16),
+    ("recommend", "--speedup"): floats(1),
     # the statistics rework (issue 15) owns these three and checks them at parse time
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
@@ -163,6 +170,8 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "score": ["score", "--pages", empty, "--predictions", empty, "-o", out + "/s.jsonl"],
         "compare": ["compare", empty, empty, "--metric", "ned"],
         "demo": ["demo", "-o", out],
+        "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
+        "recommend": ["recommend", empty, "-o", out + "/r.yaml"],
     }[verb]
     if flag in BACKEND_FLAGS:
         argv += ["--backend", "vllm"]
