@@ -240,7 +240,7 @@ def fuzz_folder(study, tmp_path_factory):
     return copy, json.loads((study / "summary.json").read_text())
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzzed_summary_never_passes_and_never_tracebacks(fuzz_folder, data):
@@ -311,8 +311,8 @@ def test_below_the_calibrated_minimum(tmp_path):
     they are not calibrated."""
     out = finished_study(tmp_path / "default", pages=8)
     code, lines = gate(out, variants=["fp8"])
-    assert code == 2 and all("(too_few_pages)" in x and "below the minimum of 30" in x for x in lines[:-1])
-    assert len(lines) == 4 and lines[-1].startswith("note: verdicts on 8 pages")
+    assert code == 2 and len(lines) == 3
+    assert all("(too_few_pages)" in x and "below the minimum of 30" in x for x in lines)
     junit = (out / "junit.xml").read_text()
     assert 'skipped="6"' in junit and "inconclusive (too_few_pages)" in junit
     out = finished_study(tmp_path / "smoke", pages=8, min_pages=4)

@@ -43,8 +43,11 @@ def _verdicts(out):
 def test_demo_shows_a_real_verdict_spread(demo):
     out, stdout = demo
     v = _verdicts(out)
-    assert v[("fp8-dynamic", "ned")]["verdict"] == "within_noise"
-    assert v[("harmful-int2", "ned")]["verdict"] == "regression"
+    assert {v[("fp8-dynamic", m)]["verdict"] for m in ("ned", "cer", "bow_f1")} == {"within_noise"}
+    # on ~7 pages (below the calibrated 30) the interval is wide: harmful-int2 never passes, and the
+    # clearest of its losses is called a regression
+    assert all(v[("harmful-int2", m)]["verdict"] != "within_noise" for m in ("ned", "cer", "bow_f1"))
+    assert "regression" in {v[("harmful-int2", m)]["verdict"] for m in ("ned", "cer", "bow_f1")}
     assert v[("harmful-int2", "ned")]["delta"] > 0.03
     assert "report:" in stdout and "regression" in stdout
     rep = json.loads((out / "summary.json").read_text())
@@ -101,7 +104,13 @@ def test_junit_and_markdown(demo):
     cases = [c for c in suite.findall("testcase") if not c.get("name").startswith("lm-eval/")]
     assert len(cases) == 6
     failed = {(c.get("classname"), c.get("name")) for c in cases if c.find("failure") is not None}
-    assert failed == {("quantgate.harmful-int2", m) for m in ("ned", "cer", "bow_f1")}
+    skipped = {(c.get("classname"), c.get("name")) for c in cases if c.find("skipped") is not None}
+    assert failed and failed | skipped == {("quantgate.harmful-int2", m) for m in ("ned", "cer", "bow_f1")}
+    for c in cases:  # each case says why: the reason and the verdict's message
+        node = c.find("failure") if c.find("failure") is not None else c.find("skipped")
+        text = node.get("message") if node is not None else c.find("system-out").text
+        assert any(f"({r})" in text for r in ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin",
+                                              "identical_outputs", "noise_exceeds_margin"))
     lm_cases = [c for c in suite.findall("testcase") if c.get("name").startswith("lm-eval/")]
     assert len(lm_cases) == 2  # one lm-eval verdict per candidate variant (page task, exact_match)
     md = (out / "report.md").read_text()

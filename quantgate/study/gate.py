@@ -92,7 +92,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[s
         checked += [(r["variant"], f"lm-eval {r['task']} {r['metric']}", r) for r in lm_checked]
     lines = [_line(variant, label, r, id(r) in confirmed) for variant, label, r in checked]
     small = sorted({r["n"] for _, _, r in checked if r["n"] < MIN_PAGES})
-    if small:
+    if small and st.min_pages < MIN_PAGES:  # at the default, such verdicts are inconclusive (too_few_pages)
         lines.append(f"note: verdicts on {small[0]}" + (f"–{small[-1]}" if len(small) > 1 else "") +
                      f" pages, below the calibrated minimum of {MIN_PAGES} (the study lowered min_pages to "
                      f"{st.min_pages}): a smoke test, not a calibrated verdict")
@@ -147,8 +147,11 @@ def _consistent(rep, st, where: str) -> None:
 def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
+    from quantgate.fingerprint import weights_fingerprint
+    from quantgate.records import RunManifest
     from quantgate.records_files import VariantManifest, read_record_file
-    from quantgate.study.verdicts import used_score_files
+    from quantgate.study.lmeval import lmeval_files
+    from quantgate.study.verdicts import relative_inside, used_score_files
 
     problems = []
 
@@ -169,12 +172,20 @@ def _rehash(rep, st, out: Path, where: str) -> None:
             man = read_record_file(VariantManifest, vdir / "quantgate.json", missing="the variant folder is incomplete")
             if {k: f.sha256 for k, f in man.files.items()} != v.files:
                 problems.append(f"{vdir / 'quantgate.json'} and summary.json list different weight hashes")
+            run = read_record_file(RunManifest, safe_join(out, f"runs/{v.name}/run.json", what="run"),
+                                   missing="the study folder is incomplete")
+            # the weights on disk are the ones that were served (run.json's fingerprint, when it has one)
+            if run.variant_fingerprint and run.variant_fingerprint != weights_fingerprint(vdir):
+                problems.append(f"{vdir}: its weights are not the ones runs/{v.name}/run.json served")
     files = rep.inputs.files
     if rep.inputs.pages not in files:
         problems.append(f"{where}: inputs.pages {rep.inputs.pages!r} has no hash in inputs.files")
     elif files[rep.inputs.pages] != rep.provenance.pageset_sha256:
         problems.append(f"{where}: inputs.files and provenance.pageset_sha256 disagree on {rep.inputs.pages}")
-    lacking = [f for f in used_score_files(st) if f not in files]
+    needed = used_score_files(st)
+    if st.lm_eval and not problems:
+        needed += [relative_inside(f, out) or str(f) for f in lmeval_files(st, out)]
+    lacking = [f for f in needed if f not in files]
     if lacking:
         problems.append(f"{where}: inputs.files lists no hash for {', '.join(lacking)}")
     for rel, sha in files.items():
