@@ -77,15 +77,22 @@ def _min_pages(s: str) -> int:
 def _print_verdicts(rep: dict) -> None:
     from quantgate.reports.markdown import ICON
 
-    print(f"{'variant':<16}{'metric':<9}{'verdict':<20}{'reason':<22}{'delta':>9}   one-sided 95% bounds   margin"
-          "   noise      n")
-    for v in rep["verdicts"] + (rep.get("lm_eval") or {}).get("verdicts", []):
-        name = v["metric"] if "task" not in v else f"lm-eval {v['task']} {v['metric']}"
+    print(f"{'variant':<16}{'metric':<9}{'verdict':<18}{'reason':<21}{'delta':>8}  one-sided 95% bounds  margin  "
+          "noise floor    n")
+    for v in rep["verdicts"]:
         floor = "–" if v["noise_floor"] is None else f"{v['noise_floor']:.4f}"
-        print(f"{v['variant']:<16}{name:<9}{ICON[v['verdict']]:<20}{v['reason']:<22}{v['delta']:>+9.4f}   "
-              f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]   {v['margin']:.4f}   {floor:<6} {v['n']:>4}")
+        print(f"{v['variant']:<16}{v['metric']:<9}{ICON[v['verdict']]:<18}{v['reason']:<21}{v['delta']:>+8.4f}  "
+              f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]  {v['margin']:.4f}  {floor:<11}{v['n']:>4}")
         if v["verdict"] != "within_noise":
-            print(f"{'':<16}  {v['message']}")
+            print(f"{'':<16}{v['message']}")
+    lm = (rep.get("lm_eval") or {}).get("verdicts") or []
+    if lm:
+        print("lm-eval (paired over the logged samples):")
+    for v in lm:
+        rec = "–" if v["recovery"] is None else f"{v['recovery']:.3f}"
+        print(f"{v['variant']:<16}{v['task']} {v['metric']}: {v['baseline']:.3f} -> {v['candidate']:.3f} (recovery "
+              f"{rec})  {ICON[v['verdict']]} ({v['reason']})  {v['delta']:+.4f} [{v['ci_low']:+.4f}, "
+              f"{v['ci_high']:+.4f}]  margin {v['margin']:.4f}  n {v['n']}")
 
 
 def cmd_study(a: argparse.Namespace) -> int:

@@ -86,8 +86,8 @@ def statistics_text(study: dict, verdicts: list[dict]) -> str:
             "exact": "exact (identical outputs)"}[study.get("test", "non_inferiority")]
     intervals = sorted({x["interval"] for x in verdicts}) or ["studentized_hall"]
     return (f"paired by page; {test} against each metric's declared margin, one-sided {1 - alpha:.0%} bounds (the "
-            f"ends of the {conf:.0%} interval: {', '.join(intervals)} bootstrap, {study['resamples']} resamples, "
-            f"seed {study['seed']}); the noise floor (the baseline re-run) is shown beside each verdict, never added "
+            f"ends of the {conf:.0%} interval; intervals used: {', '.join(intervals)}; {study['resamples']} bootstrap "
+            f"resamples, seed {study['seed']}); the noise floor (the baseline re-run) is shown beside each verdict, never added "
             f"to the margin, and above it makes the verdict inconclusive; fewer than {study['min_pages']} pages: "
             f"inconclusive; regression calls Holm-adjusted over the study's {len(verdicts)} verdicts "
             "(p_regression_holm); the gate passes only when every verdict it checks is within_noise")

@@ -109,7 +109,10 @@ def _line(variant: str, label: str, r: dict, confirmed: bool) -> str:
     if word == "regression" and not confirmed:
         word = "regression (not after Holm)"
     floor = "–" if r["noise_floor"] is None else f"{r['noise_floor']:.4f}"
-    holm = "" if r.get("p_regression_holm") is None else f", p_holm {r['p_regression_holm']:.3g}"
+    p = r.get("p_regression_holm")
+    # 0: no resample reached the margin, below the resolution 1/(2 × resamples)
+    shown = f"< {0.5 / r['n_resamples']:.2g}" if p == 0 else f"{p:.3g}"
+    holm = "" if p is None else f", p_holm {shown}"
     text = (f"{word:<13} {variant} {label} ({r['reason']}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
             f"{r['ci_high']:+.4f}], margin {r['margin']:.4f}, noise floor {floor}, n {r['n']}{holm}")
     return text if r["verdict"] == "within_noise" else f"{text} — {r['message']}"
