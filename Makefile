@@ -4,11 +4,30 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: setup demo test lint bench clean
+.PHONY: system setup demo test lint bench clean
 
-setup: $(STAMP)
+setup: system $(STAMP)
 
-$(STAMP): pyproject.toml
+# System packages: python3-venv (Debian ships venv/ensurepip apart from python3), Chromium (a test
+# renders report.html headless; olmOCR math checks render KaTeX in it) and DejaVu fonts (synthetic
+# pages). Installed with apt-get when missing and running as root; otherwise named, and make stops.
+SYSTEM_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+system:
+	@need=""; \
+	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need="$$need chromium"; \
+	[ -f $(SYSTEM_FONT) ] || need="$$need fonts-dejavu-core"; \
+	if [ -z "$$need" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing system packages:$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	else \
+	  echo "error: missing system packages:$$need" >&2; \
+	  echo "install them, then rerun make:  sudo apt-get install -y$$need" >&2; \
+	  exit 1; \
+	fi
+
+$(STAMP): pyproject.toml | system
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

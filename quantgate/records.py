@@ -56,6 +56,19 @@ class PageRecord(Record):
     tags: list[str] = Field(default_factory=list)
 
 
+class SynthSpec(Record):
+    """How ``pages synth`` made a page set: every argument that changes its pages. A study compares it
+    with its own ``pages.synth`` before reusing the folder."""
+
+    n: int
+    seed: int
+    calibration_fraction: float
+    profile: str
+    noise: float
+    width: int | None = None
+    page_size: list[int] | None = None  # [width, height]
+
+
 class PageSetManifest(Record):
     """``pageset.json``: how the set was made, so a split can be reproduced and checked."""
 
@@ -66,6 +79,7 @@ class PageSetManifest(Record):
     calibration_fraction: float
     n_pages: int
     pages_sha256: str  # sha256 of pages.jsonl
+    synth: SynthSpec | None = None  # set by `pages synth`; None for imported sets (and synth sets made before it)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -103,6 +117,66 @@ class LevelStats(Record):
     latency_s: dict[str, float | None]
 
 
+CompileStart = Literal["cold", "warm", "uncached", "none"]
+
+
+class EngineSettings(Record):
+    """The server settings that shape speed, as the server's own log states them (vLLM) or as quantgate
+    started it (transformers serve). ``None``: not stated, not applicable, or a default the log does not
+    print. Filled by the backend (``Backend.engine_settings``) from the current start's log text."""
+
+    compilation: str | None = None  # vLLM: CompilationMode (VLLM_COMPILE, NONE); transformers: torch.compile / none
+    cudagraph_mode: str | None = None  # as configured (e.g. FULL_AND_PIECEWISE)
+    cudagraph_mode_effective: str | None = None  # only when vLLM logged a downgrade for the attention backend
+    cudagraph_capture_sizes: list[int] | None = None
+    enforce_eager: bool | None = None
+    prefix_caching: bool | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # only when passed: vLLM does not print its default
+    kv_cache_dtype: str | None = None
+    speculative: str | None = None  # vLLM's SpeculativeConfig(...) text; None: off or not stated
+    async_scheduling: bool | None = None
+    attention_backend: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    continuous_batching: bool | None = None
+    env: dict[str, str] = Field(default_factory=dict)  # variables that change numerics, speed or caching, as set
+    compile_cache_dir: str | None = None  # where vLLM said it keeps this start's compiled graphs
+    compile_start: CompileStart | None = None  # cold: compiled and stored; warm: loaded from the cache;
+    # uncached: compiled with the cache disabled; none: nothing compiled (eager / mode 0)
+    compile_s: float | None = None  # "torch.compile took … s in total"
+    init_engine_s: float | None = None  # "init engine (profile, create kv cache, warmup model) took … s"
+    graph_capture_s: float | None = None
+    start_s: float | None = None  # wall seconds from launch to healthy, measured by quantgate
+
+
+Computes = Literal["weights-only", "weights+activations"]
+Evidence = Literal["measured", "kernel reported by vLLM's log", "not measured"]
+
+
+class FormatNumerics(Record):
+    """What a backend computed for one quantized format (``quantgate.serve.numerics`` fills it)."""
+
+    format: str
+    computes: Computes | None = None  # None: not measured
+    activations: str | None = None  # what the matmul's activation operand is
+    evidence: Evidence = "not measured"
+    measured_by: str | None = None  # the test that measures it
+    kernel: str | None = None  # vLLM: the kernel its log named
+    detail: str | None = None
+
+
+class RunNumerics(Record):
+    """``numerics`` of a run: per quantized format of the variant, weights-only or weights+activations
+    on this backend, and the evidence for it."""
+
+    backend: str
+    device: str | None = None
+    quantized: bool
+    formats: dict[str, FormatNumerics] = Field(default_factory=dict)
+    kv_cache: str | None = None  # a kv_cache_scheme in the checkpoint: its numerics are not measured
+
+
 class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
@@ -114,6 +188,11 @@ class RunManifest(Record):
     server_command: list[str] | None = None
     server_version: str | None = None
     kernels: dict[str, str] = Field(default_factory=dict)
+    engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
+
+
+    # None: the backend serves a model quantgate cannot read (an endpoint by name), or run.json predates it
+    numerics: RunNumerics | None = None
     notes: list[str] = Field(default_factory=list)
     pageset: str
     pageset_sha256: str

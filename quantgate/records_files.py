@@ -107,14 +107,20 @@ class CalibrationInfo(Record):
 
 
 class VariantInputs(Record):
-    """The fingerprint that decides reuse: a variant is rebuilt when any of these changed."""
+    """The fingerprint that decides reuse: a variant is rebuilt when any of these changed
+    (``quantize.run.input_fingerprint`` says what is in it and why). The calibration fields are None
+    when no calibration data was used; fields added later default so older manifests still read."""
 
     model_weights: dict[str, str]  # file name -> sha256 of the source weights
+    model_files: dict[str, str] = Field(default_factory=dict)  # config, tokenizer, processor, template -> sha256
     recipe_text: str
-    calibration_pages_sha256: str | None
-    samples: int
-    max_seq_len: int
-    prompt: str
+    calibration_pages_sha256: str | None  # the calibration pages used: ids, image and truth bytes
+    samples: int | None  # calibration pages used
+    max_seq_len: int | None
+    prompt: str | None
+    pipeline: str | None = None
+    text_only: bool | None = None
+    packages: dict[str, str | None] = Field(default_factory=dict)  # llmcompressor, compressed-tensors
 
 
 class FileInfo(Record):

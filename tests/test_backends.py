@@ -127,8 +127,12 @@ def test_flags_are_checked_against_the_chosen_backend(tmp_path):
     assert b.model_name(Path("ignored")) == "served"  # the VARIANT argument names the model at an endpoint
     with pytest.raises(InputError, match=r"--vllm-cmd is not an option of backend transformers \(it is for: vllm\)"):
         backend_from_args(p.parse_args(["--vllm-cmd", "vllm"]))
+    with pytest.raises(SystemExit):  # the field's constraint is the flag's type: refused while parsing
+        p.parse_args(["--backend", "vllm", "--tensor-parallel-size", "0"])
+    a = p.parse_args(["--backend", "vllm"])
+    a.backend_option__tensor_parallel_size = 0  # and again when the backend is built
     with pytest.raises(InputError, match=r"backend vllm: --tensor-parallel-size: Input should be greater than 0"):
-        backend_from_args(p.parse_args(["--backend", "vllm", "--tensor-parallel-size", "0"]))
+        backend_from_args(a)
     with pytest.raises(InputError, match=r"backend openai: --endpoint: Field required"):
         backend_from_args(p.parse_args(["--backend", "openai"]))
     with pytest.raises(InputError, match=r"--start-command: Value error, must contain \{port\}"):
@@ -290,22 +294,19 @@ def test_external_backend_from_the_command_line(stub_pages, tmp_path):
 
 # --- issue 20: a resumed run keeps what an earlier start recorded ---------------------------------
 
-def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_path):
-    """A finished run rerun (nothing left to send: no server starts) used to rewrite run.json from a
-    fresh manifest, dropping what the first start read from the server log."""
+def _logging_stub(tmp_path, lines: str):
+    """The vllm backend (its own log reading) whose server prints ``lines`` and then runs the stub, on CPU."""
     import shlex
     import sys
 
-    from quantgate.serve import serve_variant
     from quantgate.serve.backends.vllm import VllmBackend
     from quantgate.serve.server import ManagedServer
 
-    class LoggingStub(VllmBackend):
-        """vLLM's log lines, then the stub server: the vllm backend's own log reading, on CPU."""
+    banner = tmp_path / f"vllm-lines-{abs(hash(lines))}.txt"  # from a file: the command itself is logged too
+    banner.write_text(lines)
 
+    class LoggingStub(VllmBackend):
         def server(self, model, log_path):
-            banner = tmp_path / "vllm-lines.txt"  # from a file: the command itself is logged too
-            banner.write_text(VLLM_LOG)
             return ManagedServer("logging stub", lambda port: ["sh", "-c", f"cat {shlex.quote(str(banner))}; exec "
                                                                f"{shlex.quote(sys.executable)} -m quantgate.testing.stub "
                                                                f"--port {port}"], log_path, startup_timeout_s=60)
@@ -313,23 +314,85 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
         def model_name(self, model):
             return "stub"
 
-    variant = tmp_path / "variant"
-    variant.mkdir()
-    (variant / "config.json").write_text("{}")
-    (variant / "model.safetensors").write_bytes(b"\0" * 8)
+    return LoggingStub()
+
+
+def _fp8_nvfp4_variant(folder: Path) -> Path:
+    """A variant folder whose config names an FP8-dynamic and an NVFP4 group (the stub never loads it)."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    groups = {f"group_{i}": {**preset_name_to_scheme(p, ["Linear"]).model_dump(mode="json"), "targets": [f"re:.*{i}$"]}
+              for i, p in enumerate(["FP8_DYNAMIC", "NVFP4"])}
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "x", "quantization_config": {
+        "quant_method": "compressed-tensors", "format": "mixed-precision", "config_groups": groups}}))
+    (folder / "model.safetensors").write_bytes(b"\0" * 8)
+    return folder
+
+
+def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_path):
+    """A finished run rerun (nothing left to send: no server starts) used to rewrite run.json from a
+    fresh manifest, dropping what the first start read from the server log. Issue 16: the numerics
+    (per format, from the kernels the log names) are recorded and kept too."""
+    from quantgate.serve import serve_variant
+
+    variant = _fp8_nvfp4_variant(tmp_path / "variant")
     run = tmp_path / "run"
-    first = serve_variant(variant, stub_pages, LoggingStub(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+    first = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
+                          log=lambda s: None)
     assert first.server_version == "vllm 0.26.0" and first.server_command[:2] == ["sh", "-c"]
     assert first.kernels == {"CompressedTensorsW8A8Fp8": "CutlassFP8ScaledMMLinearKernel",
                              "CompressedTensorsW4A4Fp4": "MarlinNvFp4LinearKernel"}
-    assert any("Marlin" in n for n in first.notes)
+    num = first.numerics
+    assert (num.backend, num.quantized, list(num.formats)) == ("vllm", True, ["fp8", "nvfp4"])
+    assert (num.formats["fp8"].computes, num.formats["fp8"].kernel) == \
+        ("weights+activations", "CutlassFP8ScaledMMLinearKernel")
+    assert (num.formats["nvfp4"].computes, num.formats["nvfp4"].kernel) == ("weights-only", "MarlinNvFp4LinearKernel")
+    assert any("nvfp4 runs weights-only" in n and "Marlin" in n for n in first.notes)
+    # the notes of the numerics known before the log was read (no kernels: not measured) were replaced
+    assert not any("weights-only or weights+activations not measured" in n for n in first.notes)
     before = json.loads((run / "run.json").read_text())
-    again = serve_variant(variant, stub_pages, LoggingStub(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+    assert before["numerics"] == num.model_dump()
+    again = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
+                          log=lambda s: None)
     assert (run / "server.log").read_text().count("$ sh -c") == 1  # nothing left to send: no second start
     after = json.loads((run / "run.json").read_text())
-    for key in ("kernels", "server_version", "server_command", "notes", "levels"):
+    for key in ("kernels", "numerics", "server_version", "server_command", "notes", "levels"):
         assert after[key] == before[key], key
     assert again.kernels == first.kernels
+    # a run.json an older quantgate wrote: no numerics, its unmeasured note; resumed, the measured ones replace it
+    old_note = ("NVFP4 ran through Marlin weight-only kernels (pre-Blackwell GPU): activations stayed BF16, so this "
+                "accuracy is not Blackwell's W4A4 accuracy")
+    older = {**before, "numerics": None, "notes": [n for n in before["notes"] if "runs" not in n] + [old_note]}
+    (run / "run.json").write_text(json.dumps(older))
+    serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
+                  log=lambda s: None)
+    upgraded = json.loads((run / "run.json").read_text())
+    assert upgraded["numerics"] == before["numerics"] and sorted(upgraded["notes"]) == sorted(before["notes"])
+
+
+def test_server_facts_come_from_this_start_of_the_log_only(stub_pages, tmp_path):
+    """Issue 16: server.log is appended across starts. An earlier start's lines (here: vLLM 0.26 with
+    Cutlass and Marlin kernels) must not be read as this start's, which names none."""
+    from quantgate.serve import serve_variant
+
+    variant = _fp8_nvfp4_variant(tmp_path / "variant")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "server.log").write_text("$ vllm serve (an earlier start)\n" + VLLM_LOG)
+    m = serve_variant(variant, stub_pages, _logging_stub(tmp_path, "INFO nothing about kernels\n"), run,
+                      concurrency=[1], max_tokens=8, log=lambda s: None)
+    assert m.kernels == {} and m.server_version is None
+    assert {f.evidence for f in m.numerics.formats.values()} == {"not measured"}
+    assert not any("Marlin" in n or "Cutlass" in n for n in m.notes)
+    assert sum("weights-only or weights+activations not measured" in n for n in m.notes) == 2  # fp8, nvfp4
+    assert "MarlinNvFp4LinearKernel" in (run / "server.log").read_text()  # still there, for a reader of the log
+    # a later start that names kernels: read from its own part
+    (run / "run.json").unlink()
+    (run / "requests.jsonl").unlink()
+    m2 = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG.replace("0.26.0", "0.27.1")), run,
+                       concurrency=[1], max_tokens=8, log=lambda s: None)
+    assert m2.server_version == "vllm 0.27.1" and m2.numerics.formats["nvfp4"].computes == "weights-only"
 
 
 def test_the_docs_worked_example_is_the_shipped_file():

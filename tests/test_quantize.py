@@ -222,3 +222,84 @@ def test_tied_lm_head_verifies_but_a_missing_module_does_not(tiny_models, tmp_pa
     (tmp_path / "out" / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(VerificationError, match="lm_head.*no tensors"):
         verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})
+
+
+# --- issue 16: every option that changes the weights is in the fingerprint ------------------------
+
+def _copy_pageset(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pageset, tmp_path, monkeypatch):
+    """input_fingerprint decides reuse. Each input that changes the weights flips it; what does not
+    (a README, the held-out pages, more samples than the split holds, the device) leaves it alone."""
+    import quantgate.quantize.run as qrun
+    from quantgate.heldout import load_pageset
+    from quantgate.quantize.run import input_fingerprint
+
+    model = tmp_path / "m"
+    model.mkdir()
+    for name, data in {"model.safetensors": b"w", "config.json": b"{}", "chat_template.jinja": b"t",
+                       "tokenizer.json": b"{}", "README.md": b"r"}.items():
+        (model / name).write_bytes(data)
+    nvfp4 = load_recipe("nvfp4")
+    kw = {"samples": 2, "max_seq_len": 512, "prompt": "p", "pipeline": "basic", "text_only": False}
+
+    def fp(recipe=nvfp4, cal=synth_pageset, **over):
+        return input_fingerprint(model, recipe, cal, **{**kw, **over})
+
+    base = fp()
+    assert base["samples"] == 2 and base["text_only"] is False and set(base["model_files"]) == \
+        {"config.json", "chat_template.jinja", "tokenizer.json"}
+    for key, value in {"text_only": True, "pipeline": "sequential", "samples": 1, "max_seq_len": 256,
+                       "prompt": "q"}.items():
+        assert fp(**{key: value})[key] != base[key], key
+    assert fp(recipe=load_recipe("fp8-dynamic")) != base
+    # the calibration pages: an image or a truth of a page used changes it; a held-out page does not
+    ps = load_pageset(synth_pageset)
+    used = ps.split("calibration")[:2]
+    for what in ("image", "truth"):
+        cal = _copy_pageset(synth_pageset, tmp_path / f"cal-{what}")
+        with open(cal / getattr(used[0], what), "ab") as f:
+            f.write(b"\n")
+        assert fp(cal=cal)["calibration_pages_sha256"] != base["calibration_pages_sha256"], what
+    cal = _copy_pageset(synth_pageset, tmp_path / "cal-heldout")
+    (cal / ps.split("heldout")[0].image).write_bytes(b"another image")
+    assert fp(cal=cal) == base
+    assert fp(samples=100) == fp(samples=len(ps.split("calibration")))  # counts the pages used
+    # the source model: weights, config, chat template; not its README
+    for name in ("model.safetensors", "config.json", "chat_template.jinja"):
+        old = (model / name).read_bytes()
+        (model / name).write_bytes(old + b" ")
+        assert fp() != base, name
+        (model / name).write_bytes(old)
+    (model / "README.md").write_text("edited")
+    assert fp() == base
+    # the packages that quantize and write the format
+    real = qrun.package_versions
+    monkeypatch.setattr(qrun, "package_versions", lambda names: {**real(names), "llmcompressor": "0.0.1"})
+    assert fp() != base
+    monkeypatch.setattr(qrun, "package_versions", real)
+    # without calibration data the calibration options change nothing
+    none = input_fingerprint(model, load_recipe("fp8-dynamic"), None, **kw)
+    assert none == input_fingerprint(model, load_recipe("fp8-dynamic"), None,
+                                     **{**kw, "text_only": True, "pipeline": "sequential", "samples": 9, "prompt": "q"})
+    assert (none["calibration_pages_sha256"], none["text_only"], none["pipeline"]) == (None, None, None)
+
+
+def test_text_only_calibration_after_an_image_one_rebuilds(tiny_models, synth_pageset, tmp_path):
+    """The bug: a --text-only run after an image-calibrated one "reused" the old variant."""
+    out = tmp_path / "v"
+    logs = []
+    first = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, log=logs.append)
+    assert first["calibration"]["text_only"] is False and first["inputs"]["text_only"] is False
+    with pytest.raises(InputError, match=r"built from other inputs \(text_only\).*--overwrite"):
+        quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
+                 log=logs.append)
+    again = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
+                     overwrite=True, log=logs.append)
+    assert again["calibration"]["text_only"] is True and again["inputs"]["text_only"] is True
+    assert any("rebuilding" in x for x in logs) and not any("reusing" in x for x in logs)
+    assert json.loads((out / "quantgate.json").read_text())["inputs"] == again["inputs"]
+    assert again["files"] != first["files"]  # other calibration data, other scales

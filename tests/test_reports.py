@@ -52,8 +52,8 @@ def test_committed_manifests_validate_against_their_models():
     mans = sorted(REPO.glob("benchmarks/results/**/*quantgate.json"))
     runs = sorted(REPO.glob("benchmarks/results/**/run.json")) + sorted(REPO.glob("training/results/**/run.json"))
     assert len(mans) >= 3 and len(runs) >= 10
-    for f in mans:
-        assert read_record_file(VariantManifest, f).model_dump() == json.loads(f.read_text())
+    for f in mans:  # older files lack fields added since (they read with their defaults)
+        assert read_record_file(VariantManifest, f).model_dump(exclude_unset=True) == json.loads(f.read_text())
     for f in runs:
         obj = json.loads(f.read_text())
         dumped = read_record_file(RunManifest, f).model_dump()
@@ -195,3 +195,115 @@ def test_the_report_knows_the_calibrated_minimum():
     from quantgate.scoring.stats import MIN_PAGES
 
     assert CALIBRATED_MIN_PAGES == MIN_PAGES
+
+
+# --- issue 20: engine settings beside the speed table ----------------------------------------------
+
+def _engine(out, name, **fields):
+    p = out / "runs" / name / "run.json"
+    run = json.loads(p.read_text())
+    run["engine"] = {"compilation": "VLLM_COMPILE", "cudagraph_mode": "FULL_AND_PIECEWISE",
+                     "cudagraph_capture_sizes": [1, 2, 4, 8], "prefix_caching": False, "max_num_batched_tokens": 8192,
+                     "kv_cache_dtype": "auto", "env": {"CUDA_VISIBLE_DEVICES": "0", "VLLM_CACHE_ROOT": f"/c/{name}"},
+                     "compile_start": "cold", "compile_s": 100.0, "start_s": 150.0, **fields}
+    p.write_text(json.dumps(run))
+
+
+def test_engine_settings_print_beside_the_speed_and_differences_are_named(study_dir):
+    out, dirs = study_dir
+    for name in dirs:  # the same settings; where each kept its cache and how it started do not count
+        _engine(out, name, compile_start="warm" if name == "bad" else "cold")
+    write_reports(_build(out, dirs), out)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "| variant | compilation | CUDA graphs | capture sizes | prefix cache | max batched tokens | KV cache |" in md
+    assert "| fp8 | VLLM_COMPILE | FULL_AND_PIECEWISE | 4 (1–8) | off | 8192 | auto | CUDA_VISIBLE_DEVICES=0 | " \
+           "150 s (cold cache, compile 100 s) |" in md
+    assert md.index("## Speed") < md.index("| variant | compilation |") < md.index("## Variants")
+    assert "different engine settings" not in md and "<h3>Engine settings</h3>" in page
+    assert "different engine settings" not in page and "<td>FULL_AND_PIECEWISE</td>" in page
+
+    _engine(out, "fp8", kv_cache_dtype="fp8", cudagraph_mode_effective="PIECEWISE")
+    _engine(out, "bad", compilation="NONE", env={"CUDA_VISIBLE_DEVICES": "0", "VLLM_BATCH_INVARIANT": "1"})
+    s = _build(out, dirs)
+    assert s.variants[1].engine.kv_cache_dtype == "fp8"
+    write_reports(s, out)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    note = next(line for line in md.splitlines() if "different engine settings" in line)
+    assert "compilation (bf16: VLLM_COMPILE; fp8: VLLM_COMPILE; bad: NONE)" in note
+    assert "kv_cache_dtype (bf16: auto; fp8: fp8; bad: auto)" in note and "cudagraph_mode_effective" in note
+    assert "VLLM_BATCH_INVARIANT (bf16: unset; fp8: unset; bad: 1)" in note
+    assert "VLLM_CACHE_ROOT" not in note and "compile_start" not in note and "start_s" not in note
+    assert "FULL_AND_PIECEWISE → PIECEWISE" in md and "different engine settings" in page
+
+
+def test_runs_without_engine_settings_print_no_engine_table(study_dir):
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    assert "Engine settings" not in (out / "report.md").read_text()
+    assert "Engine settings" not in (out / "report.html").read_text()
+
+
+# --- issue 16: numerics per variant; issue 20: provenance from the source tree -------------------
+
+def test_numerics_of_each_run_reach_summary_and_both_reports(study_dir):
+    """run.json's numerics (per format: weights-only or weights+activations, and the evidence) are
+    copied into summary.json per variant and printed as a table in report.md and report.html."""
+    from compressed_tensors.quantization import preset_name_to_scheme
+
+    from quantgate.serve.numerics import MEASURED_BY, MEASURED_WITH, variant_numerics
+
+    out, dirs = study_dir
+    cfgs = {"bf16": {"model_type": "x"}, "fp8": {"model_type": "x", "quantization_config": {
+        "quant_method": "compressed-tensors", "config_groups": {
+            "g0": {**preset_name_to_scheme("FP8_DYNAMIC", ["Linear"]).model_dump(mode="json"), "targets": ["a"]},
+            "g1": {**preset_name_to_scheme("W4A16", ["Linear"]).model_dump(mode="json"), "targets": ["b"]}}}}}
+    for name, cfg in cfgs.items():
+        (dirs[name] / "config.json").write_text(json.dumps(cfg))
+        f = out / "runs" / name / "run.json"
+        run = json.loads(f.read_text())
+        run["numerics"] = variant_numerics(dirs[name], "transformers", device="cpu",
+                                           versions=dict(MEASURED_WITH)).model_dump()
+        f.write_text(json.dumps(run))
+    write_reports(_build(out, dirs), out)
+    by = {v["name"]: v for v in json.loads((out / "summary.json").read_text())["variants"]}
+    fp8 = by["fp8"]["numerics"]["formats"]
+    assert (fp8["fp8"]["computes"], fp8["fp8"]["evidence"]) == ("weights+activations", "measured")
+    assert fp8["w4a16"]["computes"] == "weights-only"
+    assert by["bf16"]["numerics"]["quantized"] is False and by["bad"]["numerics"] is None  # "bad" recorded none
+    md = (out / "report.md").read_text()
+    section = md[md.index("## Numerics"):]
+    assert f"| fp8 | transformers (cpu) | fp8 | weights+activations | FP8 E4M3, per token, dynamic scale (W8A8) | " \
+           f"measured ({MEASURED_BY}) |" in section
+    assert "| fp8 | transformers (cpu) | w4a16 | weights-only | BF16 (the checkpoint dtype) |" in section
+    assert "| bf16 | transformers (cpu) | none | not quantized |" in section
+    assert "| bad | – | – | not recorded |" in section
+    page = (out / "report.html").read_text()
+    assert "<h2>Numerics</h2>" in page
+    assert "<td>fp8</td><td>transformers (cpu)</td><td>fp8</td><td>weights+activations</td>" in page
+
+
+def test_report_provenance_names_the_running_source_without_an_installed_dist(study_dir, monkeypatch):
+    """Issue 20: with no installed quantgate distribution (run from a checkout on PYTHONPATH, as the
+    GPU scripts do), the report still names quantgate's version and commit, read from the source tree."""
+    import importlib.metadata as md
+    import subprocess
+
+    import quantgate
+
+    real = md.version
+
+    def no_quantgate_dist(name):
+        if name == "quantgate":
+            raise md.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(md, "version", no_quantgate_dist)
+    with pytest.raises(md.PackageNotFoundError):
+        md.version("quantgate")  # the case of the bug: no dist metadata to read
+    out, dirs = study_dir
+    write_reports(_build(out, dirs), out)
+    p = json.loads((out / "summary.json").read_text())["provenance"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    assert p["packages"]["quantgate"] == quantgate.__version__ and p["packages"]["torch"] == real("torch")
+    assert p["git_commit"] == head and len(head) == 40
+    assert f"quantgate {quantgate.__version__}, commit {head[:10]}" in (out / "report.md").read_text()

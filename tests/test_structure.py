@@ -122,11 +122,14 @@ def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):
             "except md.PackageNotFoundError:\n    installed = False\n"
             "print(json.dumps({'installed': installed, 'versions': package_versions(['quantgate', 'torch']),"
             " 'commit': git_commit()}))")
-    r = subprocess.run([sys.executable, "-S", "-c", code, str(REPO)], capture_output=True, text=True, cwd=tmp_path,
+    # A clone, not REPO itself: an editable install leaves quantgate.egg-info (dist metadata) in REPO.
+    src = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(src)], check=True, timeout=120)
+    r = subprocess.run([sys.executable, "-S", "-c", code, str(src)], capture_output=True, text=True, cwd=tmp_path,
                        timeout=60)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=src).stdout.strip()
     assert not got["installed"]  # the case of the bug: no dist metadata to read
     assert got["versions"] == {"quantgate": quantgate.__version__, "torch": None}
     assert got["commit"] == head and len(head) == 40

@@ -59,6 +59,29 @@ def test_demo_shows_a_real_verdict_spread(demo):
         assert (out / f).stat().st_size > 500
 
 
+def test_demo_records_what_transformers_serve_computed(demo):
+    """Issue 16: each run served by `transformers serve` (CPU) records its numerics per format — FP8 as
+    W8A8, INT2 weight-only, from the measurement in test_numerics — in run.json and summary.json, and
+    the reports print them; the old unmeasured note ("activation quantization is not simulated") is gone."""
+    from quantgate.serve.numerics import MEASURED_BY
+
+    out, _ = demo
+    summ = {v["name"]: v for v in json.loads((out / "summary.json").read_text())["variants"]}
+    for name, fmt, computes in (("fp8-dynamic", "fp8", "weights+activations"), ("harmful-int2", "w2a16", "weights-only")):
+        run = json.loads((out / "runs" / name / "run.json").read_text())
+        num = run["numerics"]
+        assert (num["backend"], num["device"], num["quantized"], list(num["formats"])) == ("transformers", "cpu", True, [fmt])
+        f = num["formats"][fmt]
+        assert (f["computes"], f["evidence"], f["measured_by"]) == (computes, "measured", MEASURED_BY)
+        assert summ[name]["numerics"] == num
+        assert any(n.startswith(f"transformers serve (cpu): {fmt} runs {computes}") for n in run["notes"])
+        assert not any("not simulated" in n for n in run["notes"])
+    assert summ["bf16"]["numerics"]["quantized"] is False and summ["bf16"]["numerics"]["formats"] == {}
+    md = (out / "report.md").read_text()
+    assert "| fp8-dynamic | transformers (cpu) | fp8 | weights+activations | FP8 E4M3" in md
+    assert "| harmful-int2 | transformers (cpu) | w2a16 | weights-only |" in md
+
+
 def test_gate_exit_codes(demo, tmp_path):
     """Issue 15's test on a real study: the folder copied elsewhere and gated from a third folder gives
     the same exit codes; one byte of a weight file changed in the copy is exit 3 naming it; a verdict
@@ -311,8 +334,8 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
             "path": vdir.relative_to(out).as_posix(), "weights_bytes": man["size"]["weights_bytes"], "compression": man["size"]["compression"],
             "formats": man["verification"].get("formats"), "vision_bf16": man["verification"].get("vision_bf16"),
             "files": {k: v["sha256"] for k, v in man["files"].items()},
-            "kernels": run.get("kernels", {}), "notes": run.get("notes", []), "server_version": run.get("server_version"),
-            "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
+            "kernels": run.get("kernels", {}), "numerics": run.get("numerics"), "notes": run.get("notes", []), "server_version": run.get("server_version"),
+            "engine": run.get("engine"), "levels": run["levels"], "max_concurrency_within_slo": run.get("max_concurrency_within_slo"),
             "calibration_pages": len(man["calibration"]["page_ids"])})
     base_levels = {lv["concurrency"]: lv for lv in runs[study["baseline"]]["levels"]}
     for v in variants:
@@ -403,3 +426,55 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
     assert seen == {"pages/pageset.json": 1, "pages/pages.jsonl": 1, "variants/*/quantgate.json": n,
                     "runs/*/requests.jsonl": n, "runs/*/run.json": n, "scores/*.jsonl": 2 * n,  # two levels each
                     "lmeval/*/lmeval.json": n, "summary.json": 1}
+
+
+# --- issue 16: stale state ----------------------------------------------------------------------
+
+def test_synth_pages_are_rebuilt_when_the_study_spec_changes(tmp_path, monkeypatch):
+    """A study reused out/pages whenever pages.jsonl existed, even after its pages.synth changed. Now
+    the spec is recorded in pageset.json: same spec, reused; another spec (or none recorded), rebuilt
+    with a line saying why; a folder quantgate did not synthesize, refused. Quantize is stubbed out:
+    only the pages step is under test."""
+    import quantgate.quantize as qz
+    from quantgate.demo import demo_study
+    from quantgate.heldout import load_pageset
+    from quantgate.records import PageSetManifest
+    from quantgate.study import run_study
+
+    monkeypatch.setattr(qz, "quantize", lambda *a, **k: None)
+    body = demo_study(4, ["bf16", "fp8-dynamic"])
+    body["pages"]["synth"].update(profile="simple")
+    f, out = tmp_path / "s.yaml", tmp_path / "out"
+
+    def study(**synth):
+        body["pages"]["synth"].update(synth)
+        f.write_text(yaml.safe_dump(body))
+        lines = []
+        run_study(f, out, log=lines.append, stop_after="quantize")
+        return load_pageset(out / "pages"), lines
+
+    ps, _ = study()
+    assert len(ps.pages) == 4 and ps.manifest.synth.model_dump()["n"] == 4
+    first = ps.sha256
+    ps, lines = study()
+    assert ps.sha256 == first and not any("rebuilding" in x for x in lines)  # same spec: reused
+    for change in ({"n": 6}, {"seed": 2}, {"noise": 0.0}, {"calibration_fraction": 0.5}, {"profile": "doc"}):
+        ps, lines = study(**change)
+        key, value = next(iter(change.items()))
+        assert getattr(ps.manifest.synth, key) == value and ps.sha256 != first, change
+        assert any("pages.synth changed" in x and key in x and "rebuilding" in x for x in lines), lines
+        first = ps.sha256
+    # a synth set from before the spec was recorded: rebuilt
+    man = json.loads((out / "pages" / "pageset.json").read_text())
+    man["synth"] = None
+    (out / "pages" / "pageset.json").write_text(json.dumps(man))
+    _, lines = study()
+    assert any("records no synth spec" in x for x in lines)
+    # an imported set in its place: refused, untouched
+    man = PageSetManifest.model_validate({**json.loads((out / "pages" / "pageset.json").read_text()),
+                                          "created_by": "quantgate pages import", "synth": None})
+    (out / "pages" / "pageset.json").write_text(man.model_dump_json())
+    before = (out / "pages" / "pages.jsonl").read_bytes()
+    with pytest.raises(InputError, match="did not synthesize.*pages.path"):
+        study(n=5)
+    assert (out / "pages" / "pages.jsonl").read_bytes() == before

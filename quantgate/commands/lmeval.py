@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path
+from quantgate.commands._args import existing_path, int_range, nonnegative_int, positive_float, positive_int
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
@@ -21,8 +21,8 @@ def register(sub) -> None:
     s.add_argument("--include-path", type=existing_path, help="folder of local task YAML (dataset_path: json)")
     s.add_argument("--page-task", type=existing_path, metavar="PAGES", help="also run quantgate_page_heading on "
                    "this page set's held-out split")
-    s.add_argument("--limit", type=int, help="at most N documents per task")
-    s.add_argument("--concurrent", type=int, default=1, help="requests in flight (lm-eval num_concurrent)")
+    s.add_argument("--limit", type=positive_int, help="at most N documents per task (N >= 1)")
+    s.add_argument("--concurrent", type=positive_int, default=1, help="requests in flight, >= 1 (lm-eval num_concurrent)")
     s.add_argument("-o", "--output", required=True, type=Path)
     add_backend_flags(s)
     s.set_defaults(func=cmd_lmeval)
@@ -34,35 +34,13 @@ def register(sub) -> None:
                        "30 samples: inconclusive). Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
     c.add_argument("baseline", type=existing_path)
     c.add_argument("candidate", type=existing_path)
-    c.add_argument("--margin", type=_margin, default=None, help="declared margin in the metrics' units, a finite "
-                   "number > 0 (default: a study's lm_eval.margin default, 0.02)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--min-pages", type=_min_pages, default=None, help="samples below which a verdict is "
+    c.add_argument("--margin", type=positive_float, default=None, help="declared margin in the metrics' units, a "
+                   "finite number > 0 (default 0.02, as a study's lm_eval.margin)")
+    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--min-pages", type=int_range(2), default=None, help="samples below which a verdict is "
                    "inconclusive (default: the calibrated 30; lower only for smoke tests, at least 2)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
-
-
-def _margin(s: str) -> float:
-    import math
-
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{s} must be a finite number > 0")
-    return v
-
-
-def _min_pages(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"{s} must be at least 2 (a paired interval needs two samples)")
-    return v
 
 
 def cmd_lmeval(a: argparse.Namespace) -> int:

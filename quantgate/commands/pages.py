@@ -4,7 +4,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, print_json
+from quantgate.commands._args import (
+    existing_path,
+    fraction_below_one,
+    nonnegative_int,
+    page_size,
+    positive_float,
+    positive_int,
+    print_json,
+    unit_interval,
+)
 
 
 def register(sub) -> None:
@@ -21,13 +30,14 @@ def register(sub) -> None:
     i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files")
     i.add_argument("--checks", type=existing_path, help="olmOCR-bench style JSONL of fact checks")
     g = i.add_mutually_exclusive_group()
-    g.add_argument("--dpi", type=float, help="render PDFs at this resolution")
-    g.add_argument("--megapixels", type=float, default=4.0, help="render PDF pages to about this size (default 4)")
-    i.add_argument("--calibration-fraction", type=float, default=0.2, help="share of pages for calibration (default 0.2)")
-    i.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")
+    g.add_argument("--megapixels", type=positive_float, default=4.0, help="render PDF pages to about this size (default 4)")
+    i.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2,
+                   help="share of pages for calibration, in [0, 1) (default 0.2)")
+    i.add_argument("--seed", type=nonnegative_int, default=0, help="split seed, >= 0 (default 0)")
     i.add_argument("--tag", action="append", default=[], help="tag every imported page (repeatable)")
-    i.add_argument("--max-pixels", type=int, default=64_000_000, help="refuse images larger than this (default 64e6)")
-    i.add_argument("--max-pdf-pages", type=int, default=2000, help="refuse PDFs with more pages (default 2000)")
+    i.add_argument("--max-pixels", type=positive_int, default=64_000_000, help="refuse images larger than this (default 64e6)")
+    i.add_argument("--max-pdf-pages", type=positive_int, default=2000, help="refuse PDFs with more pages (default 2000)")
     i.add_argument("--overwrite", action="store_true", help="replace an existing non-empty output folder")
     i.add_argument("--follow-outside-links", action="store_true", help="copy truth files and images in a source "
                    "folder that are links to files outside their folder (with a warning) instead of refusing them")
@@ -37,13 +47,15 @@ def register(sub) -> None:
                       description="Render N synthetic markdown documents (headings, paragraphs, lists, tables, "
                       "numbers; several fonts and sizes; light noise) to page images. Deterministic for a seed.")
     s.add_argument("-o", "--output", required=True, type=Path)
-    s.add_argument("--n", type=int, default=50, help="number of pages (default 50)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--n", type=positive_int, default=50, help="number of pages (default 50)")
+    s.add_argument("--seed", type=nonnegative_int, default=0, help="page seed, >= 0 (default 0)")
     s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
                    help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
                    "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
-    s.add_argument("--calibration-fraction", type=float, default=0.2)
-    s.add_argument("--noise", type=float, default=0.03, help="pixel noise, as a fraction of full scale")
+    s.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2, help="share of pages for "
+                   "calibration, in [0, 1) (default 0.2)")
+    s.add_argument("--noise", type=unit_interval, default=0.03, help="pixel noise, as a fraction of full scale, in [0, 1] "
+                   "(default 0.03)")
     s.add_argument("--page-size", type=page_size, help="fixed page size WxH in pixels, e.g. 1700x2400 (about 4 MP, "
                    "a letter page at 200 dpi) for speed runs; text scales with the width")
     s.add_argument("--overwrite", action="store_true")
@@ -82,14 +94,6 @@ def cmd_import(a: argparse.Namespace) -> int:
     print(f"{a.output}: {rep.n_pages} pages ({rep.n_truth} with truth, {rep.n_checks} checks, "
           f"{rep.n_neither} with neither)")
     return 0
-
-
-def page_size(s: str) -> tuple[int, int]:
-    try:
-        w, h = (int(x) for x in s.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r}: expected WIDTHxHEIGHT in pixels, e.g. 1700x2400") from None
-    return w, h
 
 
 def cmd_synth(a: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, print_json
+from quantgate.commands._args import existing_path, int_range, positive_int, print_json
 
 
 def register(sub) -> None:
@@ -42,8 +42,9 @@ def register(sub) -> None:
     q.add_argument("--recipe", required=True)
     q.add_argument("-o", "--output", required=True, type=Path)
     q.add_argument("--calibration", type=existing_path, help="page set (its calibration split is used)")
-    q.add_argument("--samples", type=int, help="calibration pages (default from the recipe, 32)")
-    q.add_argument("--max-seq-len", type=int)
+    q.add_argument("--samples", type=positive_int, help="calibration pages, >= 1 (default from the recipe, 32)")
+    q.add_argument("--max-seq-len", type=int_range(64), help="longest calibration sample in tokens, "
+                   ">= 64 (default from the recipe, 4096)")
     q.add_argument("--prompt", help="the study's prompt, used for calibration")
     q.add_argument("--device", default="auto", help="where the model sits while calibrating: auto (cuda when "
                    "available, unless --pipeline sequential), cpu, cuda, cuda:1 ...")

@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, print_json
+from quantgate.commands._args import concurrency_level, existing_path, print_json
 
 # The registry's margins, spelled out so that building the parser imports no numpy; a test keeps them equal.
 DEFAULT_MARGINS = "ned 0.01, cer 0.01, wer 0.02, bow_f1 0.01, table_teds 0.02, checks 0.02"
@@ -20,7 +20,8 @@ def register(sub) -> None:
     s.add_argument("-o", "--output", required=True, type=Path, help="scores.jsonl to write")
     s.add_argument("--metrics", default=None, help="comma list (default: all): ned,cer,wer,bow_f1,table_teds,checks")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
-    s.add_argument("--concurrency", type=int, default=None, help="which level of a run to score (default: lowest)")
+    s.add_argument("--concurrency", type=concurrency_level, default=None,
+                   help="which level of a run to score (default: lowest)")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.set_defaults(func=cmd_score)
 

@@ -4,18 +4,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path
+from quantgate.commands._args import (
+    concurrency_list,
+    existing_path,
+    float_range,
+    positive_float,
+    positive_int,
+    timeout_seconds,
+)
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
-
-
-def concurrency_list(s: str) -> list[int]:
-    try:
-        levels = [int(x) for x in s.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r}: expected comma-separated integers, e.g. 1,8,32") from None
-    if not levels or any(c < 1 for c in levels):
-        raise argparse.ArgumentTypeError(f"{s!r}: concurrency levels must be positive integers")
-    return levels
 
 
 def register(sub) -> None:
@@ -31,13 +28,14 @@ def register(sub) -> None:
     s.add_argument("-o", "--output", required=True, type=Path, help="run folder")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
     s.add_argument("--concurrency", type=concurrency_list, default=[1], help="levels, e.g. 1,8,32 (default 1)")
-    s.add_argument("--max-tokens", type=int, default=1024)
+    s.add_argument("--max-tokens", type=positive_int, default=1024, help="output tokens per page, >= 1 (default 1024)")
     s.add_argument("--prompt", default=None, help="instruction sent with each page image")
-    s.add_argument("--slo", type=float, default=10.0, help="p90 latency SLO in seconds (default 10)")
-    s.add_argument("--timeout", type=float, default=600.0, help="per-request timeout in seconds")
-    s.add_argument("--limit", type=int, help="only the first N pages of the split")
-    s.add_argument("--waves", type=float, help="speed sweeps: send only ceil(WAVES x concurrency) pages per level "
-                   "(at least 3) instead of every page at every level")
+    s.add_argument("--slo", type=positive_float, default=10.0, help="p90 latency SLO in seconds, > 0 (default 10)")
+    s.add_argument("--timeout", type=timeout_seconds, default=600.0, help="per-request timeout in seconds, > 0 and "
+                   "at most a day (default 600)")
+    s.add_argument("--limit", type=positive_int, help="only the first N pages of the split (N >= 1)")
+    s.add_argument("--waves", type=float_range(0, 1e6, lo_open=True), help="speed sweeps: send only ceil(WAVES x concurrency) pages per level "
+                   "(at least 3) instead of every page at every level; 0 < WAVES <= 1e6")
     s.add_argument("--ignore-eos", action="store_true", help="ask the server to generate exactly --max-tokens "
                    "(vLLM's ignore_eos): fixed output length for speed runs on random weights")
     s.add_argument("--overwrite", action="store_true", help="discard a different run in the output folder")

@@ -4,7 +4,38 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path
+from quantgate.commands._args import existing_path, int_range
+
+
+def demo_min_pages() -> tuple[int, int]:
+    """(pages, held-out pages): the fewest demo pages whose held-out split reaches the verdict's page
+    minimum. The split is a seeded hash, so the count for the demo's seed and fraction is known before
+    any page is drawn."""
+    from quantgate.demo import demo_study
+    from quantgate.heldout.pageset import split_of
+    from quantgate.scoring import stats
+
+    # the statistics rework defines the verdict's page minimum (MIN_PAGES); before it, 20 held-out pages
+    need = getattr(stats, "MIN_PAGES", 20)
+    synth = demo_study(need, ["bf16"])["pages"]["synth"]
+    seed, fraction = synth["seed"], synth["calibration_fraction"]
+    held = least = 0
+    while held < need:  # ends: a study's calibration_fraction is below 1. Ids as synth_pages names them.
+        held += split_of(f"synth-{seed}-{least:05d}", seed, fraction) == "heldout"
+        least += 1
+    return least, need
+
+
+class DemoPages(argparse.Action):
+    """``demo --pages``: at least 2 (a paired comparison needs two pages); fewer than the verdict's
+    minimum is a warning, not a refusal — small demos are how the flow is smoke-tested in minutes."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        setattr(namespace, self.dest, value)
+        least, need = demo_min_pages()
+        if value < least:
+            print(f"warning: --pages {value} leaves fewer than {need} held-out pages, the minimum a verdict asks "
+                  f"for; use --pages {least} or more for verdicts you can act on", file=sys.stderr)
 
 
 def register(sub) -> None:
@@ -56,22 +87,14 @@ docs/study.md explains the family rule.""")
                        "concurrency levels, run lm-eval's offline page-heading task through each server, score, compare with "
                        "BF16 and write the report. No network.")
     d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
-    d.add_argument("--pages", type=int, default=40, help="synthetic pages (80%% held out; default 40)")
+    d.add_argument("--pages", type=int_range(2), action=DemoPages, default=40, help="synthetic pages, >= 2 (about "
+                   "80%% held out; default 40); fewer than the verdict's held-out minimum asks for is warned about")
     d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
-    d.add_argument("--min-pages", type=_min_pages, default=None,
+    d.add_argument("--min-pages", type=int_range(2), default=None,
                    help="judge on fewer pages than the calibrated minimum of 30 (at least 2): for smoke tests with "
                    "small --pages only; the report and the gate say the verdicts are not calibrated")
     d.set_defaults(func=cmd_demo)
 
-
-def _min_pages(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"{s} must be at least 2 (a paired interval needs two pages)")
-    return v
 
 
 def _print_verdicts(rep: dict) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json, sha256_bytes, sha256_file
 from quantgate.heldout.pageset import MANIFEST_FILE, PAGES_FILE, split_of
-from quantgate.records import PageRecord, PageSetManifest, PageSource
+from quantgate.records import PageRecord, PageSetManifest, PageSource, SynthSpec
 
 # Bundled DejaVu fonts first (their licence is in assets/fonts/LICENSE), so pages render the same
 # on every machine — a GPU box without fonts renders the reader's training pages like CI does.
@@ -307,6 +307,8 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
         atomic_write_json(tmp / MANIFEST_FILE, PageSetManifest(
             created_by=f"quantgate pages synth --profile {profile}", seed=seed,
             calibration_fraction=calibration_fraction, n_pages=n, pages_sha256=sha256_file(tmp / PAGES_FILE),
+            synth=SynthSpec(n=n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
+                            width=width, page_size=list(page_size) if page_size else None),
             notes=[f"fonts: {', '.join(f or 'pillow-default' for f in fonts)}"]).model_dump())
         if out.exists():
             shutil.rmtree(out)

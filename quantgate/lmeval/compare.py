@@ -36,6 +36,7 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
     for task, bmetrics in brun.results.items():
         if task not in crun.results:
             raise InputError(f"{candidate_dir}: no lm-eval results for task {task!r} (baseline has them); rerun lmeval")
+        _same_documents(task, bs.get(task, {}), cs.get(task, {}), baseline_dir, candidate_dir)
         for key, b in bmetrics.items():
             c = crun.results[task].get(key)
             if c is None:
@@ -45,8 +46,8 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
             if margin is None:
                 raise InputError(f"lm-eval {task} {name}: no margin declared; give one in the metric's units "
                                  "(lmeval-compare --margin, or a study's lm_eval.margin / lm_eval.margins)")
-            base_rows = {d: {key: m.get(key)} for d, m in bs.get(task, {}).items()}
-            cand_rows = {d: {key: m.get(key)} for d, m in cs.get(task, {}).items()}
+            base_rows = {d: {key: r["metrics"].get(key)} for d, r in bs.get(task, {}).items()}
+            cand_rows = {d: {key: r["metrics"].get(key)} for d, r in cs.get(task, {}).items()}
             v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
                                min_pages=min_pages, equivalence=equivalence,
                                names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
@@ -54,3 +55,14 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
                          "candidate": c.value, "candidate_stderr": c.stderr,
                          "recovery": recovery(b.value, c.value, b.higher_is_better)})
     return rows
+
+
+def _same_documents(task: str, base: dict[str, dict], cand: dict[str, dict], bdir: Path, cdir: Path) -> None:
+    """Pairs are made by document id: two runs whose data differ under the same id (another version
+    of the task's data, a reshuffled file) must not be paired."""
+    differ = [d for d in base if d in cand and None not in (base[d]["doc_hash"], cand[d]["doc_hash"])
+              and base[d]["doc_hash"] != cand[d]["doc_hash"]]
+    if differ:
+        raise InputError(f"lm-eval task {task}: {len(differ)} document(s) differ between {bdir} and {cdir} under the "
+                         f"same id (doc_hash), first {differ[0]!r}: the runs evaluated different data; rerun both "
+                         "with the same task files")

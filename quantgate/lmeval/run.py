@@ -95,25 +95,17 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
                     limit=limit, lm_eval_version=md.version("lm_eval"))
     hib = res.get("higher_is_better", {})
     for task in tasks:
-        samples = res.get("samples", {}).get(task, [])
+        keys = [key for key, val in res["results"].get(task, {}).items()
+                if "," in key and not key.split(",")[0].endswith("_stderr") and _num(val) is not None]
+        rows = doc_rows(res.get("samples", {}).get(task, []), keys, task)
         metrics = {}
-        for key, val in res["results"].get(task, {}).items():
-            if "," not in key or key.split(",")[0].endswith("_stderr") or _num(val) is None:
-                continue
+        for key in keys:
             name, filt = key.split(",", 1)
             err = _num(res["results"][task].get(f"{name}_stderr,{filt}"))
-            metrics[key] = MetricResult(value=float(val), stderr=err, higher_is_better=bool(hib.get(task, {}).get(name, True)),
-                                        n=len(samples))
+            metrics[key] = MetricResult(value=float(res["results"][task][key]), stderr=err,
+                                        higher_is_better=bool(hib.get(task, {}).get(name, True)),
+                                        n=sum(r["metrics"].get(key) is not None for r in rows))  # documents
         run.results[task] = metrics
-        rows = []
-        for s in samples:
-            # lm-eval logs one sample per filter, its metric values under the bare metric name
-            filt = s.get("filter", "none")
-            resp = s.get("filtered_resps")
-            rows.append({"doc_id": _sample_id(s), "target": s.get("target"),
-                         "response": resp[0] if isinstance(resp, list) and resp else resp,
-                         "metrics": {key: _num(s[key.split(",")[0]]) for key in metrics
-                                     if key.split(",")[1] == filt and key.split(",")[0] in s}})
         name = f"samples-{task}.jsonl"
         atomic_write_text(out / name, "".join(json.dumps(r, default=str) + "\n" for r in rows))
         run.samples[task] = name
@@ -121,12 +113,40 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
     return run
 
 
+def doc_rows(samples: list[dict], keys: list[str], task: str) -> list[dict]:
+    """lm-eval logs one sample per (document, filter), its metric values under the bare metric name
+    (gsm8k: ``strict-match`` and ``flexible-extract``). One row per document: ``metrics`` holds one
+    value per ``metric,filter`` key, ``responses`` the filtered response per filter, ``doc_hash`` is
+    lm-eval's hash of the document (compare refuses to pair documents whose hashes differ)."""
+    rows: dict[str, dict] = {}
+    for s in samples:
+        filt, doc_id = s.get("filter", "none"), _sample_id(s)
+        row = rows.setdefault(doc_id, {"doc_id": doc_id, "doc_hash": s.get("doc_hash"), "target": s.get("target"),
+                                       "responses": {}, "metrics": {}})
+        if row["doc_hash"] != s.get("doc_hash"):
+            raise InputError(f"lm-eval task {task}: two different documents share the id {doc_id!r}; give each "
+                             "document of the task's data its own doc_id")
+        resp = s.get("filtered_resps")
+        row["responses"][filt] = resp[0] if isinstance(resp, list) and resp else resp
+        row["metrics"].update({key: _num(s[key.split(",")[0]]) for key in keys
+                               if key.split(",", 1)[1] == filt and key.split(",")[0] in s})
+    return list(rows.values())
+
+
 def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
-    """The run record and, per task, per-sample metric values keyed by document id."""
+    """The run record and, per task and document id, ``{"metrics": {"metric,filter": value},
+    "doc_hash": str | None}``. Rows of one document are merged (files written before rows were
+    merged per document hold one row per filter)."""
     f = Path(out) / RESULT
     run = read_record_file(LmEvalRun, f, missing="run `quantgate lmeval` first")
     samples: dict[str, dict[str, dict]] = {}
     for task, name in run.samples.items():
         path = safe_join(Path(out), name, what=f"{f}: samples.{task}")
-        samples[task] = {r["doc_id"]: r["metrics"] for _, r in read_jsonl(path)}
+        docs: dict[str, dict] = {}
+        for no, r in read_jsonl(path):
+            if not isinstance(r, dict) or not isinstance(r.get("metrics"), dict) or "doc_id" not in r:
+                raise InputError(f"{path}:{no}: not a quantgate lm-eval sample row (doc_id, metrics); rerun lmeval")
+            d = docs.setdefault(str(r["doc_id"]), {"metrics": {}, "doc_hash": r.get("doc_hash")})
+            d["metrics"].update(r["metrics"])
+        samples[task] = docs
     return run, samples

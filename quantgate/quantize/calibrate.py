@@ -12,17 +12,37 @@ from quantgate.errors import InputError
 from quantgate.records import DEFAULT_PROMPT  # noqa: E402,F401  (re-exported)
 
 
-def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_seq_len: int,
-                        text_only: bool = False) -> tuple[list[dict], list[str]]:
-    from PIL import Image
-
+def calibration_pages(pageset_dir: Path, n: int):
+    """The page set and the pages calibration uses: the first ``n`` of its calibration split."""
     from quantgate.heldout import load_pageset
 
     ps = load_pageset(pageset_dir)
     pages = ps.split("calibration")
     if not pages:
         raise InputError(f"{pageset_dir}: no pages in the calibration split; import with --calibration-fraction > 0")
-    pages = pages[:n]
+    return ps, pages[:n]
+
+
+def calibration_pages_sha256(pageset_dir: Path, n: int) -> tuple[str, int]:
+    """sha256 over the pages calibration uses — id, image bytes and truth text, in order — and their
+    count: what the calibration data is, whatever else the page set holds or however it is named."""
+    import hashlib
+    import json
+
+    ps, pages = calibration_pages(pageset_dir, n)
+    h = hashlib.sha256()
+    for p in pages:
+        truth = ps.truth_text(p)
+        h.update(json.dumps([p.id, hashlib.sha256(ps.image_bytes(p)).hexdigest(),
+                             None if truth is None else hashlib.sha256(truth.encode()).hexdigest()]).encode() + b"\n")
+    return h.hexdigest(), len(pages)
+
+
+def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_seq_len: int,
+                        text_only: bool = False) -> tuple[list[dict], list[str]]:
+    from PIL import Image
+
+    ps, pages = calibration_pages(pageset_dir, n)
     samples, ids = [], []
     for p in pages:
         truth = ps.truth_text(p) or ""

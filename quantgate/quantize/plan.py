@@ -56,7 +56,19 @@ def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = F
         formats, warnings = {}, ["raw llmcompressor recipe: formats are read from the saved checkpoint"]
     else:
         formats, warnings = resolve(recipe.recipe, modules, n_layers, where=recipe.source)
+        _refuse_tied_lm_head(model, modules, formats, recipe.source)
     return Plan(modules, formats, n_layers, embeddings, total - linear_params, warnings)
+
+
+def _refuse_tied_lm_head(model, modules: list[ModuleInfo], formats: dict[str, str], where: str) -> None:
+    """A tied LM head is the input embedding table: one tensor cannot be both an FP8 GEMM weight and a lookup
+    table the server reads in BF16, so such a plan is refused before any work."""
+    out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    tied = out is not None and inp is not None and out.weight is inp.weight
+    heads = [m.name for m in modules if m.kind == "lm_head" and formats.get(m.name, "bf16") != "bf16"]
+    if tied and heads:
+        raise InputError(f"{where}: would quantize {heads[0]}, which this model ties to its input embeddings "
+                         "(tie_word_embeddings); keep lm_head BF16 for this model (drop the lm_head rule)")
 
 
 def format_plan_table(plan: Plan, show_bf16: bool = True) -> str:

@@ -31,15 +31,45 @@ def file_hashes(folder: Path) -> dict[str, dict]:
             for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
 
 
-def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path | None, samples: int,
-                      max_seq_len: int, prompt: str) -> dict:
-    """What determines a variant: reused when this matches, refused (without --overwrite) when not."""
-    weights = {f.name: sha256_file(f) for f in sorted(Path(model_dir).glob("*.safetensors"))}
-    cal = None
+# Source files besides the weights that decide the result: config, tokenizer, processor, chat template,
+# remote code. Pickled weights (.bin, .pt) are never loaded, so never hashed.
+_MODEL_FILE_SUFFIXES = {".json", ".jinja", ".txt", ".model", ".tiktoken", ".py"}
+# Their versions define the quantization (observers, scale formulas) and the format written: in the fingerprint.
+# torch and transformers only change floating-point rounding of the calibration forward, as the device does: not.
+_FINGERPRINT_PKGS = ["llmcompressor", "compressed-tensors"]
+
+
+def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path | None, *, samples: int,
+                      max_seq_len: int, prompt: str, pipeline: str, text_only: bool) -> dict:
+    """What decides a variant's weights: reused when this matches, refused (without --overwrite) when not.
+
+    In it: the source weights and every other source file transformers reads (by sha256), the recipe
+    text, llmcompressor's and compressed-tensors' versions and, when calibration data is used, the
+    calibration pages (ids, image and truth bytes), how many, ``max_seq_len``, the prompt, the pipeline
+    and ``text_only``. Without calibration data those options change nothing, so they are left out
+    (None). Not in it: the device (CPU or GPU calibration differ only in floating-point rounding, and a
+    variant built on a GPU must be reusable on a CPU machine) and ``trust_remote_code`` (the code it
+    allows is hashed with the model files)."""
+    from quantgate.quantize.calibrate import calibration_pages_sha256
+
+    model_dir = Path(model_dir)
+    weights = {f.name: sha256_file(f) for f in sorted(model_dir.glob("*.safetensors"))}
+    files = {f.name: sha256_file(f) for f in sorted(model_dir.iterdir())
+             if f.is_file() and f.suffix in _MODEL_FILE_SUFFIXES and not f.name.startswith(".")}
+    fp = {"model_weights": weights, "model_files": files, "recipe_text": recipe.text, "calibration_pages_sha256": None,
+          "samples": None, "max_seq_len": None, "prompt": None, "pipeline": None, "text_only": None,
+          "packages": package_versions(_FINGERPRINT_PKGS)}
     if calibration is not None:
-        cal = sha256_file(Path(calibration) / "pages.jsonl")
-    return {"model_weights": weights, "recipe_text": recipe.text, "calibration_pages_sha256": cal,
-            "samples": samples, "max_seq_len": max_seq_len, "prompt": prompt}
+        cal, used = calibration_pages_sha256(Path(calibration), samples)
+        fp.update(calibration_pages_sha256=cal, samples=used, max_seq_len=max_seq_len, prompt=prompt,
+                  pipeline=pipeline, text_only=bool(text_only))
+    return fp
+
+
+def changed_inputs(old: dict | None, new: dict) -> list[str]:
+    """The fingerprint keys whose values differ, for the log and the refusal."""
+    old = old or {}
+    return [k for k in new if old.get(k) != new[k]]
 
 
 def _files_intact(variant: Path, manifest: dict) -> bool:
@@ -152,15 +182,20 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     if needs_data and calibration is None and recipe.recipe is not None:
         raise InputError(f"recipe {recipe.name} uses {', '.join(sorted({f for f in plan.formats.values() if f in NEEDS_CALIBRATION}))}, "
                          "which needs calibration data: pass --calibration PAGESET")
-    fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples, max_seq_len, prompt)
+    fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples=samples,
+                           max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only)
     existing = read_manifest(out) if out.exists() else None
     if out.exists() and any(out.iterdir()):
         if existing and existing.get("inputs") == fp and _files_intact(out, existing):
             log(f"{out}: already built from the same inputs; reusing it")
             return existing
+        what = "other files"
+        if existing:
+            diff = changed_inputs(existing.get("inputs"), fp)
+            what = f"a variant built from other inputs ({', '.join(diff)})" if diff else "a variant whose files changed"
         if not overwrite:
-            raise InputError(f"{out}: already holds {'a different variant' if existing else 'other files'}; "
-                             "choose another -o or pass --overwrite")
+            raise InputError(f"{out}: already holds {what}; choose another -o or pass --overwrite")
+        log(f"{out}: holds {what}; rebuilding it")
 
     t0 = time.time()
     kinds = {m.name: m.kind for m in plan.modules}

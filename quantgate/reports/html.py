@@ -7,7 +7,8 @@ from __future__ import annotations
 import difflib
 import io
 
-from quantgate.reports.schema import Summary
+from quantgate.reports.engine import engine_differences, engine_table
+from quantgate.reports.schema import Summary, numerics_rows
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
 WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
@@ -128,5 +129,8 @@ def render_html(r: Summary) -> str:
     notes = sorted({n for v in r.variants for n in v.notes})
     from quantgate.reports.markdown import below_minimum, test_line
 
-    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes,
-                                                     test_line=test_line(r).replace("**", ""), warn=below_minimum(r))
+    engine_cols, engine_rows = engine_table(r)
+    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
+                                                     engine_rows=engine_rows, engine_notes=engine_differences(r),
+                                                     numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
+                                                     warn=below_minimum(r))

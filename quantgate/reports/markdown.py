@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from quantgate.reports.schema import Summary
+from quantgate.reports.engine import engine_differences, engine_table
+from quantgate.reports.schema import Summary, numerics_rows
 
 ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive",
         "not_equivalent": "❌ not equivalent"}
@@ -90,11 +91,17 @@ def render_markdown(r: Summary) -> str:
             lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {_f(sp, '.2f')}× | "
                          f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
                          f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
+    lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
     for v in r.variants:
         lines.append(f"| {v.name} | {v.recipe} | {v.weights_bytes / 1e6:.1f} | {_f(v.compression, '.2f')} | "
                      f"{'yes' if v.vision_bf16 else 'no'} | {v.max_concurrency_within_slo or '–'} |")
+    lines += ["", "## Numerics", "", "What each server computed per quantized format: weights-only (activations stay "
+              "16-bit) or weights+activations (W8A8, W4A4), and on what evidence.", "",
+              "| variant | backend | format | computes | activations | evidence |", "|---|---|---|---|---|---|"]
+    lines += [f"| {x['variant']} | {x['backend']} | {x['format']} | {x['computes']} | {x['activations']} | "
+              f"{x['evidence']} |" for x in numerics_rows(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
@@ -102,6 +109,17 @@ def render_markdown(r: Summary) -> str:
     lines += ["", f"<sub>{p.statistics}. quantgate {p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, "
               f"page set {p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _engine_lines(r: Summary) -> list[str]:
+    cols, rows = engine_table(r)
+    if not rows:
+        return []
+    out = ["", "Engine settings (from each run's server log and start):", "", "| " + " | ".join(cols) + " |",
+           "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += [f"\n**Note:** {n}" for n in engine_differences(r)]
+    return out
 
 
 def _lmeval_lines(r: Summary) -> list[str]:

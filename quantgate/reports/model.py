@@ -3,12 +3,11 @@ by ``reports.schema.Summary``); every renderer (markdown, HTML, JUnit) reads onl
 
 from __future__ import annotations
 
-import importlib.metadata as md
-import subprocess
 import time
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.provenance import git_commit, package_versions
 from quantgate.records import RunManifest, parse_record
 from quantgate.records_files import VariantManifest, read_record_file
 from quantgate.reports.schema import SUMMARY, Summary, as_summary, load_summary
@@ -16,25 +15,6 @@ from quantgate.reports.schema import SUMMARY, Summary, as_summary, load_summary
 SCHEMA_VERSION = Summary.model_fields["schema_version"].default
 __all__ = ["build_report", "build_summary", "load_summary", "statistics_text", "write_reports"]
 _PKGS = ["quantgate", "torch", "transformers", "llmcompressor", "compressed-tensors", "rapidfuzz", "numpy"]
-
-
-def _versions() -> dict[str, str | None]:
-    out = {}
-    for p in _PKGS:
-        try:
-            out[p] = md.version(p)
-        except md.PackageNotFoundError:
-            out[p] = None
-    return out
-
-
-def _git_commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                           cwd=Path(__file__).resolve().parent)
-        return r.stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
@@ -56,7 +36,8 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
             "path": rel, "weights_bytes": man.size.weights_bytes, "compression": man.size.compression,
             "formats": man.verification.formats, "vision_bf16": man.verification.vision_bf16,
             "files": {k: v.sha256 for k, v in man.files.items()},
-            "kernels": run.kernels, "notes": run.notes, "server_version": run.server_version,
+            "kernels": run.kernels, "numerics": run.numerics, "notes": run.notes, "server_version": run.server_version,
+            "engine": run.engine,
             "levels": run.levels, "max_concurrency_within_slo": run.max_concurrency_within_slo,
             "calibration_pages": len(man.calibration.page_ids),
         })
@@ -72,7 +53,7 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
         "study": study, "baseline": base, "compare_level": compare_level, "noise_level": noise_level,
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
-        "provenance": {"packages": _versions(), "git_commit": _git_commit(), "pageset_sha256": pages_sha256,
+        "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": statistics_text(study, verdicts + list((lm_eval or {}).get("verdicts") or []))},
         "inputs": inputs,
     }, where=f"{out}: the report being built")

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
-from quantgate.records import LevelStats, Record, Verdict, parse_record
+from quantgate.records import EngineSettings, LevelStats, Record, RunNumerics, Verdict, parse_record
 from quantgate.records_files import LmEvalRun, read_record_file
 
 SUMMARY = "summary.json"
@@ -95,8 +95,10 @@ class VariantSummary(Record):
     vision_bf16: bool | None
     files: dict[str, str]  # file name -> sha256, from quantgate.json
     kernels: dict[str, str]
+    numerics: RunNumerics | None  # from run.json: per format, weights-only or weights+activations, and the evidence
     notes: list[str]
     server_version: str | None
+    engine: EngineSettings | None = None  # the run's engine settings (run.json), printed beside the speed
     levels: list[LevelStats]
     max_concurrency_within_slo: int | None
     calibration_pages: int
@@ -148,6 +150,33 @@ class Summary(Record):
             err = e.errors()[0]
             raise ValueError(f"study.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
         return v
+
+
+def numerics_rows(r: Summary) -> list[dict[str, str]]:
+    """One row per variant and quantized format: what the backend computed (weights-only or
+    weights+activations) and on what evidence — the table report.md and report.html print."""
+    rows = []
+    for v in r.variants:
+        n = v.numerics
+        if n is None:
+            rows.append({"variant": v.name, "backend": "–", "format": "–", "computes": "not recorded",
+                         "activations": "–", "evidence": "run.json has no numerics (an endpoint's model, or an "
+                                                         "older run)"})
+            continue
+        where = f"{n.backend} ({n.device})" if n.device else n.backend
+        if not n.formats:
+            rows.append({"variant": v.name, "backend": where, "format": "none", "computes": "not quantized",
+                         "activations": "–", "evidence": "the checkpoint has no quantization_config"})
+        for f in n.formats.values():
+            if f.evidence == "measured":
+                ev = f"measured ({f.measured_by})"
+            elif f.kernel:
+                ev = f"kernel {f.kernel} named in vLLM's log" + (f"; {f.detail}" if f.detail else "")
+            else:
+                ev = f"not measured ({f.detail})" if f.detail else "not measured"
+            rows.append({"variant": v.name, "backend": where, "format": f.format,
+                         "computes": f.computes or "not measured", "activations": f.activations or "–", "evidence": ev})
+    return rows
 
 
 def load_summary(out: Path) -> Summary:

@@ -2,6 +2,7 @@
 weights and activations — stated from measurements, never assumed.
 
 ``variant_numerics`` reads the variant's ``quantization_config`` and returns one entry per format
+(``records.RunNumerics``, the ``numerics`` of ``run.json`` and of each variant in ``summary.json``)
 with where the claim comes from: a test that measured it, a kernel vLLM's log named, or "not
 measured". ``numerics_notes`` turns that into report notes. ``measure_transformers_serve`` is the
 measurement itself (used by ``tests/test_numerics.py`` and ``benchmarks/numerics_cpu.py``): it loads
@@ -13,21 +14,15 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from quantgate.errors import InputError
+from quantgate.records import Computes, FormatNumerics, RunNumerics
 
-NUMERICS_SCHEMA_VERSION = 1
 MEASURED_BY = "tests/test_numerics.py::test_transformers_serve_numerics_per_format"
 MEASURED_E2E = "tests/test_numerics.py::test_served_text_is_the_activation_quantized_forward"
 # The versions the measurement ran with: another may load compressed-tensors differently (5.x
 # deprecated run_compressed for dequantize), so a claim holds for these only.
 MEASURED_WITH = {"transformers": "5.17.0", "compressed-tensors": "0.19.0"}
-
-Computes = Literal["weights-only", "weights+activations"]
-Evidence = Literal["measured", "kernel reported by vLLM's log", "not measured"]
 
 BF16 = "BF16 (the checkpoint dtype)"
 # transformers serve (via compressed-tensors) on CPU, per quantgate format: what the matmul's
@@ -48,31 +43,6 @@ VLLM_KERNELS: dict[str, tuple[str, Computes, str]] = {
     "CutlassFP8ScaledMMLinearKernel": ("fp8", "weights+activations", "FP8 E4M3, per token, dynamic scale (W8A8)"),
     "MarlinNvFp4LinearKernel": ("nvfp4", "weights-only", "BF16 (Marlin, weight-only)"),
 }
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FormatNumerics(_Strict):
-    format: str
-    computes: Computes | None = None  # None: not measured
-    activations: str | None = None  # what the matmul's activation operand is
-    evidence: Evidence = "not measured"
-    measured_by: str | None = None  # the test that measures it
-    kernel: str | None = None  # vLLM: the kernel its log named
-    detail: str | None = None
-
-
-class RunNumerics(_Strict):
-    """``numerics`` of a run: per quantized format of the variant, what the backend computed."""
-
-    schema_version: int = NUMERICS_SCHEMA_VERSION
-    backend: str
-    device: str | None = None
-    quantized: bool
-    formats: dict[str, FormatNumerics] = Field(default_factory=dict)
-    kv_cache: str | None = None  # a kv_cache_scheme in the checkpoint: its numerics are not measured
 
 
 # --- which formats a variant holds -------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +91,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
             (out / REQUESTS).unlink(missing_ok=True)
         else:
             _keep_server_facts(manifest, old)
+    _set_numerics(manifest, backend, variant)
     records = load_records(out)
     done = {(r.page_id, r.concurrency) for r in records if r.error is None}  # failed ones are re-sent
     todo = {c: [p for p in level_pages(pages, c, waves) if (p.id, c) not in done] for c in concurrency}
@@ -118,8 +120,15 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                     raise ServerError(f"{server.name} died during the run; log {server.log_path} ends with:\n"
                                       f"{log_tail(server.log_path)}")
                 _read_server_log(manifest, backend, server)
+                _set_numerics(manifest, backend, variant)  # vLLM: from the kernels this start's log names
                 _finish(manifest, records, concurrency, out)
     return _finish(manifest, records, concurrency, out)
+
+
+# Notes an older quantgate wrote about numerics without measuring them (run.json before `numerics`);
+# a resumed run drops them, and the measured ones (numerics_notes) take their place.
+_RETRACTED = ("transformers serve decompresses compressed-tensors weights to BF16 at load",
+              "NVFP4 ran through Marlin weight-only kernels")
 
 
 def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
@@ -128,18 +137,45 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     manifest.server_command = old.server_command
     manifest.server_version = manifest.server_version or old.server_version
     manifest.kernels = dict(old.kernels)
-    manifest.notes += [n for n in old.notes if n not in manifest.notes]
+    manifest.engine = old.engine
+    manifest.numerics = old.numerics
+    manifest.notes += [n for n in old.notes if n not in manifest.notes and not n.startswith(_RETRACTED)]
+
+
+def _set_numerics(manifest: RunManifest, backend: Backend, variant: Path) -> None:
+    """``numerics`` from the variant's formats, the backend and the kernels known now; its notes
+    replace the ones an earlier value wrote (a vLLM run learns its kernels only after the start)."""
+    from quantgate.serve.numerics import numerics_notes
+
+    stale = set(numerics_notes(manifest.numerics)) if manifest.numerics else set()
+    manifest.numerics = backend.numerics(variant, dict(manifest.kernels))
+    fresh = numerics_notes(manifest.numerics) if manifest.numerics else []
+    manifest.notes = [n for n in manifest.notes if n not in stale and n not in fresh] + fresh
 
 
 def _read_server_log(manifest: RunManifest, backend: Backend, server) -> None:
     if server is None or not server.log_path.is_file():
         return
-    facts = backend.read_log(server.log_path.read_text("utf-8", errors="replace"))
+    text = server.log_text()  # this start's lines only: the file is appended across starts
+    facts = backend.read_log(text)
     if facts.get("server_version"):
         manifest.server_version = facts["server_version"]
     if "kernels" in facts:
         manifest.kernels = dict(facts["kernels"])
+    manifest.engine = engine_settings(backend, server, text)
     manifest.notes += [n for n in facts.get("notes", []) if n not in manifest.notes]
+
+
+def engine_settings(backend: Backend, server, text: str):
+    """The backend's engine settings for this start, with what only the starter saw: the environment the
+    server got (the variables the backend names, when set) and the seconds it took to become healthy."""
+    engine = backend.engine_settings(text)
+    if engine is None:
+        return None
+    env = {**os.environ, **(server.env or {})}
+    engine.env = {k: env[k] for k in backend.engine_env if k in env}
+    engine.start_s = server.start_s
+    return engine
 
 
 def _finish(manifest: RunManifest, records, concurrency, out: Path) -> RunManifest:

@@ -68,6 +68,9 @@ class ManagedServer:
     port: int | None = None
     command: list[str] | None = None
     proc: subprocess.Popen | None = None
+    start_s: float | None = None  # launch to healthy, of the start that succeeded
+    log_offset: int = 0  # where this start's part of the (appended) log begins
+
 
     @property
     def base_url(self) -> str:
@@ -81,9 +84,11 @@ class ManagedServer:
             self.command = list(self.make_command(self.port))  # type: ignore[operator]
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             log = open(self.log_path, "ab")
+            self.log_offset = log.tell()  # earlier starts' lines stay in the file but are not this start's
             log.write(f"\n$ {' '.join(self.command)}\n".encode())
             log.flush()
             env = {**os.environ, **self.env}
+            t0 = time.monotonic()
             try:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              env=env, start_new_session=True,
@@ -94,6 +99,7 @@ class ManagedServer:
                 log.close()
             try:
                 self._wait_healthy()
+                self.start_s = round(time.monotonic() - t0, 2)
                 return self
             except ServerError as e:
                 last = str(e)
@@ -119,6 +125,16 @@ class ManagedServer:
             time.sleep(0.25)
         raise ServerError(f"{self.name}: not healthy after {self.startup_timeout_s:.0f} s at {url}; "
                           f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
+
+    def log_text(self) -> str:
+        """This start's part of the log: the file is appended across starts (and port retries), so
+        facts read from it (version, kernels) must not come from an earlier start."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -48,7 +48,7 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
               stop_after: str | None = None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests."""
     from quantgate.heldout import load_pageset
-    from quantgate.heldout.synth import synth_pages
+    from quantgate.heldout.synth_reuse import ensure_synth_pages
     from quantgate.quantize import quantize
     from quantgate.reports import build_report, write_reports
     from quantgate.scoring import load_predictions, parse_metric_list, score_pages, write_scores
@@ -64,11 +64,8 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         # 1. pages
         if st.pages.synth:
             pages_dir = out / "pages"
-            sy = st.pages.synth
-            if not (pages_dir / "pages.jsonl").exists():
-                log(f"synthesizing {sy.n} pages ({sy.profile}) → {pages_dir}")
-                synth_pages(pages_dir, sy.n, seed=sy.seed, calibration_fraction=sy.calibration_fraction,
-                            profile=sy.profile, noise=sy.noise)
+            # rebuilt when the recorded spec differs from the study's (heldout.synth_reuse)
+            ensure_synth_pages(pages_dir, **st.pages.synth.model_dump(), log=log)
         else:
             pages_dir = resolve_path(base, st.pages.path)
         ps = load_pageset(pages_dir)
@@ -87,8 +84,10 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
         levels = list(st.concurrency)
         noise_level = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
 
+        spec = with_compile_cache(st.backend, base, out)
+
         def backend_for(v: VariantSpec):
-            return backend_from_spec(st.backend, v.server_args)
+            return backend_from_spec(spec, v.server_args)
 
         for v in st.variants:
             lv = sorted(set(levels + ([noise_level] if v.name == st.baseline and noise_level else [])))
@@ -148,6 +147,20 @@ def judged_pages(pages_dir: Path, out: Path) -> Path:
     if not copy.is_file() or copy.read_bytes() != data:
         atomic_write_bytes(copy, data)
     return copy
+
+
+def with_compile_cache(spec, base: Path, out: Path):
+    """The study's backend block with its compile cache resolved, for backends that have one (vLLM): every
+    server of the study shares ``<out>/.vllm-cache`` unless the study names a folder (relative to the study
+    file) or ``none``, so each variant compiles once and later starts (a resumed study, a rerun) load it."""
+    if "compile_cache" not in type(spec).model_fields:
+        return spec
+    cc = spec.compile_cache
+    if cc is None:
+        cc = str((out / ".vllm-cache").resolve())
+    elif cc.lower() != "none":
+        cc = str(resolve_path(base, os.path.expanduser(cc)).resolve())
+    return spec.model_copy(update={"compile_cache": cc})
 
 
 def _levels(rdir: Path) -> list[dict[str, Any]]:

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from quantgate.errors import InputError
 from quantgate.records import DEFAULT_PROMPT, parse_record
@@ -17,15 +17,31 @@ from quantgate.serve.backends.derive import default_study_backend, study_backend
 
 
 class _S(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # no float field takes nan or inf: checked when the YAML is loaded, before any page, weight or server
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _not_bool(v):
+    # YAML reads yes/no/on/off/true/false as booleans, which pydantic would take as 1 and 0
+    if isinstance(v, bool):
+        raise ValueError("expected a number, not true/false")
+    return v
+
+
+_Num = BeforeValidator(_not_bool)
+PositiveInt = Annotated[int, _Num, Field(ge=1)]
+NonNegativeInt = Annotated[int, _Num, Field(ge=0)]
+PositiveFloat = Annotated[float, _Num, Field(gt=0)]
+# each request in flight holds a connection; a wait longer than a day is a hang (as the CLI flags)
+ConcurrencyLevel = Annotated[int, _Num, Field(ge=1, le=65_535)]
 
 
 class SynthPages(_S):
-    n: int = Field(ge=2)
-    seed: int = 0
+    n: Annotated[int, _Num, Field(ge=2)]
+    seed: NonNegativeInt = 0
     profile: Literal["doc", "simple", "reader"] = "doc"
-    calibration_fraction: float = 0.2
-    noise: float = 0.03
+    calibration_fraction: Annotated[float, _Num, Field(ge=0, lt=1)] = 0.2
+    noise: Annotated[float, _Num, Field(ge=0, le=1)] = 0.03
 
 
 class PagesSpec(_S):
@@ -52,10 +68,10 @@ class LmEvalSpec(_S):
     tasks: list[str] = Field(default_factory=list)  # lm-eval task names
     include_path: str | None = None  # folder of local task YAML (offline: dataset_path: json + data_files)
     page_task: bool = True  # add quantgate_page_heading, built from the study's page set
-    limit: int | None = None  # documents per task
-    concurrent: int = 1
-    margin: float = 0.02  # equivalence margin in each metric's units
-    margins: dict[str, float] = Field(default_factory=dict)  # per "metric" or "task/metric"
+    limit: PositiveInt | None = None  # documents per task
+    concurrent: PositiveInt = 1
+    margin: PositiveFloat = 0.02  # equivalence margin in each metric's units
+    margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per "metric" or "task/metric"
 
     @model_validator(mode="after")
     def _some(self):
@@ -65,28 +81,30 @@ class LmEvalSpec(_S):
 
 
 class Study(_S):
-    schema_version: int = 1
+    schema_version: Annotated[Literal[1], _Num] = 1
     name: str
     model: str
     prompt: str = DEFAULT_PROMPT
     pages: PagesSpec
     split: str = "heldout"
-    limit: int | None = None
+    limit: PositiveInt | None = None
     variants: list[VariantSpec] = Field(min_length=2)
     baseline: str = "bf16"
-    calibration_samples: int = 32
+    calibration_samples: PositiveInt = 32
     backend: BackendSpec = Field(default_factory=default_study_backend)
-    concurrency: list[int] = Field(default_factory=lambda: [1, 8], min_length=1)
-    noise_concurrency: int | None = None  # the baseline's second level, used as its noise run
-    max_tokens: int = 1024
-    timeout_s: float = 600.0
-    slo_s: float = 10.0
+    concurrency: list[ConcurrencyLevel] = Field(default_factory=lambda: [1, 8], min_length=1)
+    noise_concurrency: ConcurrencyLevel | None = None  # the baseline's second level, used as its noise run
+    max_tokens: PositiveInt = 1024
+    timeout_s: Annotated[float, _Num, Field(gt=0, le=86_400)] = 600.0
+    slo_s: PositiveFloat = 10.0
     metrics: list[str] = Field(default_factory=lambda: ["ned", "cer", "bow_f1"])
-    margins: dict[str, float] = Field(default_factory=dict)  # per metric; unset: the registry's declared margin
-    seed: int = 0
-    resamples: int = 10_000
+    # checked further by check_statistics (a margin below its metric's range, for a metric the study computes;
+    # resamples >= MIN_RESAMPLES) when the file is loaded
+    margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per metric; unset: the registry's margin
+    seed: NonNegativeInt = 0
+    resamples: PositiveInt = 10_000
     # below the calibrated minimum (MIN_PAGES) only for smoke tests: the report says the verdicts are not calibrated
-    min_pages: int = MIN_PAGES
+    min_pages: Annotated[int, _Num, Field(ge=2)] = MIN_PAGES
     test: Literal["non_inferiority", "equivalence", "exact"] = "non_inferiority"
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
@@ -133,20 +151,20 @@ def check_statistics(st: Study, where: str) -> None:
 
     for m, value in st.margins.items():
         if m not in st.metrics:
-            raise InputError(f"{where}: margins.{m}: not one of the study's metrics {st.metrics}; "
+            raise InputError(f"{where}: field 'margins.{m}': not one of the study's metrics {st.metrics}; "
                              "a margin for a metric the study does not compute would judge nothing")
-        check_margin(m, value, where=f"{where}: margins.{m}")
+        check_margin(m, value, where=f"{where}: field 'margins.{m}'")
     if st.lm_eval:
-        check_margin("lm-eval metrics", st.lm_eval.margin, where=f"{where}: lm_eval.margin")
+        check_margin("lm-eval metrics", st.lm_eval.margin, where=f"{where}: field 'lm_eval.margin'")
         for k, value in st.lm_eval.margins.items():
-            check_margin(k, value, where=f"{where}: lm_eval.margins.{k}")
+            check_margin(k, value, where=f"{where}: field 'lm_eval.margins.{k}'")
     for name, value, least in (("seed", st.seed, 0), ("resamples", st.resamples, MIN_RESAMPLES),
                                ("min_pages", st.min_pages, 2)):
         if isinstance(value, bool) or value < least:
             why = {"resamples": " (a 5% tail from fewer rests on a few dozen values)",
                    "min_pages": " (a paired interval needs two pages; the calibrated minimum is "
                                 f"{MIN_PAGES})"}.get(name, "")
-            raise InputError(f"{where}: {name}: {value} must be an integer >= {least}{why}")
+            raise InputError(f"{where}: field '{name}': {value} must be an integer >= {least}{why}")
 
 
 def resolve_path(base: Path, p: str) -> Path:

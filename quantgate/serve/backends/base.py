@@ -18,22 +18,34 @@ import pkgutil
 import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
+from quantgate.records import EngineSettings
 
 if TYPE_CHECKING:
+    from quantgate.records import RunNumerics
     from quantgate.serve.server import ManagedServer
 
 
 class BackendOptions(BaseModel):
     """A backend's settings. Each field becomes one CLI flag (``--field-name``, or the field's
     ``json_schema_extra={"flag": ...}``) and one key of a study's ``backend:`` block; its
-    ``description`` is the flag's help, its constraints (``gt=0``, a pattern) are checked for both."""
+    ``description`` is the flag's help, its constraints (``gt=0``, a pattern) are checked for both.
+    No float option takes nan or inf: an infinite timeout is a wait without end."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _number_not_bool(cls, v: Any, info: ValidationInfo) -> Any:
+        # a study's YAML reads yes/no/on/off as booleans, which pydantic would take as 1 and 0
+        ann = cls.model_fields[info.field_name].annotation
+        if isinstance(v, bool) and bool not in (ann, *get_args(ann)):
+            raise ValueError("expected a number or text, not true/false")
+        return v
 
 
 class ServerArgs(BackendOptions):
@@ -49,6 +61,8 @@ class Backend(ABC):
 
     name: ClassVar[str] = ""  # set by @register_backend
     Options: ClassVar[type[BackendOptions]] = BackendOptions
+    # Environment variables that change this server's numerics, speed or caching: recorded when set.
+    engine_env: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: BackendOptions | None = None, **fields: Any):
         self.options = options if options is not None else self.Options(**fields)
@@ -81,6 +95,22 @@ class Backend(ABC):
     def notes(self, model: Path) -> list[str]:
         """Caveats for ``run.json``: what this backend's numbers do and do not measure."""
         return []
+
+    def engine_settings(self, text: str) -> EngineSettings | None:
+        """The settings that shape this server's speed, from the log text of one start (and the options it
+        was started with); ``None`` when the backend knows none. Environment and start seconds are added by
+        the caller, which saw the start."""
+        return None
+
+    def numerics(self, model: Path, kernels: dict[str, str]) -> RunNumerics | None:
+        """What this backend computes per quantized format of ``model`` (weights-only or
+        weights+activations), from measurements only (``quantgate.serve.numerics``); ``kernels`` are
+        the ones read from this start's log. ``None`` when the model is not a folder quantgate reads."""
+        if not self.serves_local_weights:
+            return None
+        from quantgate.serve.numerics import variant_numerics
+
+        return variant_numerics(model, self.name, kernels=kernels)
 
     def read_log(self, text: str) -> dict[str, Any]:
         """Facts the server wrote to its log, for ``run.json``: any of ``server_version``, ``kernels``

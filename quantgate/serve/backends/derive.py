@@ -14,7 +14,7 @@ import types
 from functools import cache
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import Discriminator, Tag, ValidationError, create_model
+from pydantic import ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from quantgate.errors import InputError
@@ -37,17 +37,45 @@ def _unwrap_optional(tp):
     return tp
 
 
-def _argparse_kwargs(tp) -> dict[str, Any]:
+def _argparse_kwargs(tp, flag: str, infos: dict[str, FieldInfo]) -> dict[str, Any]:
     tp = _unwrap_optional(tp)
     if tp is bool:
         return {"action": argparse.BooleanOptionalAction}
-    if tp in (int, float, str):
-        return {"type": tp, "metavar": {int: "N", float: "X", str: "TEXT"}[tp]}
+    if tp is str:
+        return {"type": tp, "metavar": "TEXT"}
+    if tp in (int, float):
+        return {"type": _number_type(flag, tp, infos), "metavar": "N" if tp is int else "X"}
     if get_origin(tp) is list and get_args(tp) in ((str,), (int,), (float,)):
-        return {"action": "append", "type": get_args(tp)[0], "metavar": "ARG"}
+        item = get_args(tp)[0]
+        return {"action": "append", "type": item if item is str else _number_type(flag, item, {}), "metavar": "ARG"}
     if get_origin(tp) is Literal:
         return {"choices": list(get_args(tp))}
     raise TypeError(f"backend option type {tp!r} has no command-line form (use bool, int, float, str, list or Literal)")
+
+
+def _number_type(flag: str, tp: type, infos: dict[str, FieldInfo]):
+    """The argparse type of a numeric option: the number, checked against the field's own constraints
+    (``gt``, ``le``; finite — ``BackendOptions`` refuses nan and inf) while the command line is parsed,
+    before any server starts. A field several backends share passes if one of them accepts it;
+    ``backend_from_args`` then checks it against the chosen backend."""
+    adapters = [TypeAdapter(Annotated[(tp, *i.metadata)] if i.metadata else tp, config=ConfigDict(allow_inf_nan=False))
+                for i in infos.values()] or [TypeAdapter(tp, config=ConfigDict(allow_inf_nan=False))]
+
+    def parse(s: str):
+        try:
+            v = tp(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s[:40]!r} is not {'an integer' if tp is int else 'a number'}") from None
+        errors = []
+        for ta in adapters:
+            try:
+                return ta.validate_python(v)
+            except ValidationError as e:
+                errors.append(e.errors()[0]["msg"])
+        raise argparse.ArgumentTypeError(f"{s[:40]!r}: {errors[0].lower()}")
+
+    parse.__name__ = parse.__qualname__ = f"{flag[2:].replace('-', '_')}_value"
+    return parse
 
 
 def _default_text(f: FieldInfo) -> str | None:
@@ -93,7 +121,8 @@ def add_backend_flags(parser: argparse.ArgumentParser) -> None:
         else:
             where = "[" + "; ".join(f"{n}{': ' + d if d else ''}" for n, d in defaults.items()) + "]"
         text = f"{first.description or field} {where}".replace("%", "%%")
-        g.add_argument(e["flag"], dest=_DEST + field, default=None, help=text, **_argparse_kwargs(e["annotation"]))
+        g.add_argument(e["flag"], dest=_DEST + field, default=None, help=text,
+                       **_argparse_kwargs(e["annotation"], e["flag"], infos))
 
 
 def backend_from_args(a: argparse.Namespace, variant: str | None = None) -> Backend:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 import os
 import shutil
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from pydantic import Field
 
 from quantgate.errors import InputError
+from quantgate.records import EngineSettings
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 
 
@@ -51,14 +51,46 @@ class TransformersBackend(Backend):
     def server_version(self) -> str | None:
         return f"transformers {md.version('transformers')}"
 
+    engine_env = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+
+    def engine_settings(self, text: str) -> EngineSettings:
+        """What applies to transformers serve: the device, continuous batching, the dtype (``auto``: the
+        checkpoint's) and torch.compile, as quantgate started it (its log states none of them)."""
+        o, args = self.options, self.options.extra_args
+        return EngineSettings(device=o.device, continuous_batching=o.continuous_batching,
+                              dtype=_flag_value(args, "--dtype") or "auto",
+                              compilation="torch.compile" if _last_bool(args, "--compile") else "none")
+
     def notes(self, model: Path) -> list[str]:
-        notes = []
-        if not self.options.continuous_batching:
-            notes.append("transformers serve handles one request at a time: throughput is flat across "
-                         "concurrency levels; use it for accuracy, vLLM for speed")
-        cfg = Path(model) / "config.json"
-        if cfg.is_file() and json.loads(cfg.read_text("utf-8")).get("quantization_config"):
-            notes.append("transformers serve decompresses compressed-tensors weights to BF16 at load: this run "
-                         "measures weight-quantization error only (activation quantization is not simulated) "
-                         "and no quantized-kernel speed")
-        return notes
+        if self.options.continuous_batching:
+            return []
+        return ["transformers serve handles one request at a time: throughput is flat across "
+                "concurrency levels; use it for accuracy, vLLM for speed"]
+
+    def numerics(self, model: Path, kernels: dict[str, str]):
+        from quantgate.serve.numerics import variant_numerics
+
+        # measured on CPU; another device is written "not measured" by variant_numerics
+        return variant_numerics(model, self.name, device=self.options.device)
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The last value given to ``flag`` in ``args`` (``--flag V`` or ``--flag=V``)."""
+    val = None
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            val = args[i + 1]
+        elif a.startswith(flag + "="):
+            val = a.split("=", 1)[1]
+    return val
+
+
+def _last_bool(args: list[str], flag: str) -> bool:
+    """A ``--flag / --no-flag`` switch as the last occurrence sets it (off when absent)."""
+    on = False
+    for a in args:
+        if a == flag:
+            on = True
+        elif a == "--no-" + flag[2:]:
+            on = False
+    return on

@@ -1,5 +1,7 @@
 """``vllm serve`` in its own interpreter (vLLM pins its own torch), and what its log says: the
-version and the linear kernels it chose."""
+version, the linear kernels it chose, and the engine settings that shape speed (compilation, CUDA
+graphs, batching limits, KV-cache dtype, whether the compile cache was hit). The log line formats are
+vLLM 0.26.0's, read from its source; every parser takes the log text of one start."""
 
 from __future__ import annotations
 
@@ -13,9 +15,15 @@ from typing import Any
 from pydantic import Field
 
 from quantgate.errors import InputError
+from quantgate.records import EngineSettings
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 
 VLLM_ENV = "QUANTGATE_VLLM"
+# Environment that changes vLLM's numerics, speed or compile-cache use, recorded in run.json when set.
+# (VLLM_CACHE_ROOT and CUDA_VISIBLE_DEVICES are not part of vLLM 0.26's compile-cache key; the others are.)
+ENGINE_ENV = ("CUDA_VISIBLE_DEVICES", "VLLM_BATCH_INVARIANT", "VLLM_CACHE_ROOT", "VLLM_DISABLE_COMPILE_CACHE",
+              "TRITON_CACHE_DIR", "VLLM_USE_AOT_COMPILE", "VLLM_DISABLED_KERNELS", "TORCH_COMPILE_DISABLE",
+              "VLLM_USE_FLASHINFER_SAMPLER")
 
 
 class VllmOptions(ServerArgs):
@@ -26,6 +34,11 @@ class VllmOptions(ServerArgs):
     max_model_len: int | None = Field(None, gt=0, description="context length vLLM reserves KV cache for")
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction of GPU memory vLLM may use")
     startup_timeout_s: float = Field(1200.0, gt=0, description="seconds to wait for the server to become healthy")
+    compile_cache: str | None = Field(
+        None, min_length=1, description="folder for vLLM's compile caches, exported as VLLM_CACHE_ROOT (and Triton's "
+        "as TRITON_CACHE_DIR under it unless set), so a later start of the same variant and settings loads its "
+        "compiled graphs instead of compiling; 'none': vLLM's compile cache off (every start compiles). Default: "
+        "vLLM's own (~/.cache/vllm); a study's default is <study out>/.vllm-cache")
 
 
 @register_backend("vllm")
@@ -59,16 +72,40 @@ class VllmBackend(Backend):
             return c + list(o.extra_args)
 
         return ManagedServer(name=f"vllm serve {model.name}", make_command=cmd, log_path=log_path,
-                             startup_timeout_s=o.startup_timeout_s)
+                             env=self.cache_env(), startup_timeout_s=o.startup_timeout_s)
+
+    def cache_env(self) -> dict[str, str]:
+        """The environment ``compile_cache`` asks for. An absolute root: vLLM keys its cache by content, not by
+        where the root is (VLLM_CACHE_ROOT is not in the key), so every server of a study can share one."""
+        cc = self.options.compile_cache
+        if cc is None:
+            return {}
+        if cc.lower() == "none":
+            return {"VLLM_DISABLE_COMPILE_CACHE": "1"}
+        root = Path(cc).expanduser().resolve()
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"compile cache {cc}: cannot use it as a folder ({e}); pass another --compile-cache "
+                             "(or 'none')") from None
+        env = {"VLLM_CACHE_ROOT": str(root)}
+        # vLLM redirects Triton into each compiled graph's own key folder once it compiles; this one holds what
+        # is JIT-compiled outside that (eager / mode 0 servers, kernels built before the model compile).
+        if "TRITON_CACHE_DIR" not in os.environ:
+            env["TRITON_CACHE_DIR"] = str(root / "triton")
+        return env
+
+    engine_env = ENGINE_ENV
+
+    def engine_settings(self, text: str) -> EngineSettings:
+        return engine_from_log(text)
 
     def read_log(self, text: str) -> dict[str, Any]:
         facts: dict[str, Any] = {"kernels": kernels_from_log(text), "notes": []}
         version = version_from_log(text)
         if version:
             facts["server_version"] = f"vllm {version}"
-        if any("Marlin" in k and "Fp4" in k for k in facts["kernels"].values()):
-            facts["notes"].append("NVFP4 ran through Marlin weight-only kernels (pre-Blackwell GPU): activations "
-                                  "stayed BF16, so this accuracy is not Blackwell's W4A4 accuracy")
+        # what the kernels compute per format (Marlin NVFP4: weight-only) is written by Backend.numerics
         return facts
 
 
@@ -90,6 +127,88 @@ def kernels_from_log(text: str) -> dict[str, str]:
 def version_from_log(text: str) -> str | None:
     m = _VERSION_RE.search(text)
     return (m.group(1) or m.group(2)) if m else None
+
+
+# --- engine settings (vLLM 0.26.0 line formats) ---------------------------------------------------
+# The whole config, printed once per start by EngineCore (``VllmConfig.__str__``); the fields below are read
+# from that one line only (the "non-default args" line repeats some of them with the user's raw values).
+_INIT_LINE = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: (.*)$", re.M)
+_IN_CONFIG = {
+    "compilation": re.compile(r"'mode': <CompilationMode\.(\w+): \d+>"),
+    "cudagraph_mode": re.compile(r"'cudagraph_mode': <CUDAGraphMode\.(\w+):"),
+    "cudagraph_capture_sizes": re.compile(r"'cudagraph_capture_sizes': \[([\d, ]*)\]"),
+    "enforce_eager": re.compile(r"\benforce_eager=(True|False)"),
+    "prefix_caching": re.compile(r"\benable_prefix_caching=(True|False)"),
+    "kv_cache_dtype": re.compile(r"\bkv_cache_dtype=(\w+)"),
+    "speculative": re.compile(r"\bspeculative_config=(None|SpeculativeConfig\(.*?\))(?=, tokenizer=)"),
+    "dtype": re.compile(r"\bdtype=(?:torch\.)?(\w+)"),
+}
+_IN_LOG = {  # elsewhere in the log; the last occurrence wins
+    "max_num_batched_tokens": re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)\."),
+    "max_num_seqs": re.compile(r"non-default args: \{.*'max_num_seqs': (\d+)"),
+    "async_scheduling": re.compile(r"Asynchronous scheduling is (enabled|disabled)\."),
+    "attention_backend": re.compile(r"Using (\w+) attention backend out of potential backends"),
+    "cudagraph_mode_effective": re.compile(r"CUDAGraphMode\.\w+ is not supported with .*?; setting cudagraph_mode=(\w+)"),
+    "compile_cache_dir": re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile"),
+    "compile_s": re.compile(r"torch\.compile (?:and initial profiling/warmup run together )?took ([\d.]+) s in total"),
+    "init_engine_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+    "graph_capture_s": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
+}
+_COLD = re.compile(r"Compiling a graph for compile range|Compiling model again due to a load failure")
+_WARM = re.compile(r"Directly load AOT compilation from path|Directly load the compiled graph\(s\) for compile range")
+_UNCACHED = re.compile(r"vLLM's torch\.compile cache is disabled\.")
+
+
+def _last(rx: re.Pattern, text: str) -> str | None:
+    found = None
+    for m in rx.finditer(text):
+        found = m.group(1)
+    return found
+
+
+def compile_start_from_log(text: str, compilation: str | None) -> str | None:
+    """cold (compiled and stored), warm (loaded from the compile cache: an AOT or compiled-graph hit and no
+    graph compiled), uncached (compiled, cache off), none (nothing compiled), or None (the log says nothing)."""
+    if compilation == "NONE":
+        return "none"
+    if _UNCACHED.search(text):
+        return "uncached"
+    if _COLD.search(text):
+        return "cold"
+    if _WARM.search(text):
+        return "warm"
+    return None
+
+
+def engine_from_log(text: str) -> EngineSettings:
+    """The engine settings one vLLM start printed: its config line, scheduler and attention choices, and the
+    compile-cache lines (cold or warm, compile and engine-init seconds). Fields the log lacks stay None."""
+    found: dict[str, Any] = {}
+    init = None
+    for m in _INIT_LINE.finditer(text):
+        init = m.group(1)
+    if init is not None:
+        found.update({k: m.group(1) for k, rx in _IN_CONFIG.items() if (m := rx.search(init))})
+    found.update({k: _last(rx, text) for k, rx in _IN_LOG.items()})
+    sizes = found.pop("cudagraph_capture_sizes", None)
+    out: dict[str, Any] = {k: v for k, v in found.items() if v is not None}
+    if sizes is not None:
+        out["cudagraph_capture_sizes"] = [int(x) for x in sizes.replace(",", " ").split()]
+    for k in ("enforce_eager", "prefix_caching"):
+        if k in out:
+            out[k] = out[k] == "True"
+    if "async_scheduling" in out:
+        out["async_scheduling"] = out["async_scheduling"] == "enabled"
+    if out.get("speculative") == "None":
+        out["speculative"] = None
+    for k in ("max_num_batched_tokens", "max_num_seqs"):
+        if k in out:
+            out[k] = int(out[k])
+    for k in ("compile_s", "init_engine_s", "graph_capture_s"):
+        if k in out:
+            out[k] = float(out[k])
+    out["compile_start"] = compile_start_from_log(text, out.get("compilation"))
+    return EngineSettings(**out)
 
 
 def probe_version(cmd: str | None) -> tuple[str | None, str]:

@@ -1,0 +1,276 @@
+"""``quantgate sensitivity``: damage and bytes of every group × format, each group quantized alone.
+
+Work is saved as it finishes: one JSONL record per group × format beside the output (plus a
+header with the inputs and the BF16 reference answers); a rerun with the same inputs skips what is
+done, and a rerun with more formats adds only those."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from quantgate.errors import InputError
+from quantgate.fileio import append_jsonl, atomic_write_json, read_jsonl
+from quantgate.records import DEFAULT_PROMPT, parse_record
+from quantgate.sensitivity.model import (
+    DEFAULT_BANDWIDTH_GBPS,
+    DEFAULT_KEEP_BF16,
+    QUANT_FORMATS,
+    Baseline,
+    Group,
+    Measurement,
+    ModuleEntry,
+    Reference,
+    SensitivityFile,
+    Sizes,
+)
+
+
+def records_path(out: Path) -> Path:
+    return Path(out).with_name(Path(out).name + ".records.jsonl")
+
+
+def parse_formats(spec: str | list[str]) -> list[str]:
+    items = [f.strip() for f in (spec.split(",") if isinstance(spec, str) else spec) if f.strip()]
+    bad = [f for f in items if f not in QUANT_FORMATS]
+    if bad or not items:
+        raise InputError(f"--formats: {', '.join(bad) or 'empty'} — choose from {', '.join(QUANT_FORMATS)}")
+    return list(dict.fromkeys(items))
+
+
+def _read_progress(path: Path, fingerprint: dict, overwrite: bool) -> tuple[dict | None, dict]:
+    if not path.exists():
+        return None, {}
+    if overwrite:
+        path.unlink()
+        return None, {}
+    rows = [obj for _, obj in read_jsonl(path, repair_torn_tail=True)]
+    if not rows or rows[0].get("type") != "header":
+        raise InputError(f"{path}: not a sensitivity progress file; delete it or choose another -o")
+    if rows[0]["fingerprint"] != fingerprint:
+        changed = sorted(k for k in fingerprint if rows[0]["fingerprint"].get(k) != fingerprint[k])
+        raise InputError(f"{path}: an earlier run with other inputs ({', '.join(changed)} differ); pass --overwrite "
+                         "to start over or choose another -o")
+    done = {}
+    header = dict(rows[0])
+    for no, obj in enumerate(rows[1:], start=2):
+        if obj.get("type") == "baseline":
+            header["baseline"] = obj["baseline"]
+            continue
+        m = parse_record(Measurement, {k: v for k, v in obj.items() if k != "type"}, where=f"{path}:{no}")
+        done[(m.group, m.format)] = m
+    return header, done
+
+
+def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str], samples: int = 16,
+            max_new_tokens: int = 256, max_seq_len: int = 4096, prompt: str | None = None, allow_vision: bool = False,
+            keep_bf16: list[str] | None = None, bandwidth_gbps: float | None = None, batch_pages: int = 16,
+            device: str = "auto", overwrite: bool = False, trust_remote_code: bool = False, log=print,
+            show_progress: bool = True, replay_upstream: bool = True) -> SensitivityFile:
+    import os
+
+    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override)
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from quantgate.heldout import load_pageset
+    from quantgate.quantize.calibrate import calibration_samples
+    from quantgate.quantize.classify import list_modules
+    from quantgate.quantize.plan import check_model_dir
+    from quantgate.quantize.run import package_versions
+    from quantgate.recipes import to_llmcompressor
+    from quantgate.sensitivity import forward as fw
+    from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms
+    from quantgate.sensitivity.groups import build_groups, resolve_assignment
+    from quantgate.serve.run import weights_fingerprint
+
+    t_start = time.time()
+    formats = parse_formats(formats)
+    if samples < 1 or batch_pages < 1 or max_new_tokens < 1:
+        raise InputError("--samples, --batch-pages and --max-new-tokens must be at least 1")
+    if bandwidth_gbps is not None and bandwidth_gbps <= 0:
+        raise InputError(f"--bandwidth {bandwidth_gbps}: must be a positive number of GB/s")
+    keep_bf16 = DEFAULT_KEEP_BF16 if keep_bf16 is None else keep_bf16
+    prompt = prompt or DEFAULT_PROMPT
+    model_dir, out = Path(model_dir), Path(out)
+    check_model_dir(model_dir, trust_remote_code)
+    ps = load_pageset(pageset_dir)
+    pages = ps.split("calibration")
+    if not pages:
+        raise InputError(f"{pageset_dir}: no pages in the calibration split; the damage is measured on them — "
+                         "import with --calibration-fraction > 0")
+    pages = pages[:samples]
+    versions = package_versions()
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    # everything that changes a number: a rerun with other values starts over (or is refused)
+    fingerprint = {"device": device, "batch_pages": batch_pages, "model_weights_sha256": weights_fingerprint(model_dir),
+                   "pageset_sha256": ps.sha256, "page_ids": [p.id for p in pages], "prompt": prompt, "max_new_tokens": max_new_tokens,
+                   "max_seq_len": max_seq_len, "allow_vision": allow_vision, "keep_bf16": keep_bf16,
+                   "versions": versions}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rec_path = records_path(out)
+    header, done = _read_progress(rec_path, fingerprint, overwrite)
+    timings: dict[str, float] = {}
+
+    t0 = time.time()
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
+                                                        trust_remote_code=trust_remote_code).eval()
+    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+    modules, n_layers, embeddings = list_modules(model)
+    kinds = {m.name: m.kind for m in modules}
+    specs = build_groups(modules, n_layers, allow_vision=allow_vision, keep_bf16=keep_bf16)
+    if not specs:
+        raise InputError(f"{model_dir}: no attention, linear-attention or MLP projections to measure")
+    sizes, group_bf16 = _sizes(model, modules, embeddings, specs)
+    timings["load_s"] = time.time() - t0
+
+    t0 = time.time()
+    tok = processor.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    if tok.eos_token_id is not None:
+        eos_ids.add(tok.eos_token_id)
+    # a draft ends where the chat template ends the turn
+    end = tok.eos_token_id if tok.eos_token_id is not None else (min(eos_ids) if eos_ids else None)
+    prompts = fw.build_prompts(processor, ps, pages, prompt, max_seq_len)
+    if header is None:
+        answers, rounds, generated = fw.greedy_answers(
+            model, [fw.PagePrompt(p.id, p.enc, p.draft + [end] if p.draft is not None and end is not None else p.draft)
+                    for p in prompts], max_new_tokens=max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
+            batch_pages=batch_pages, progress=None)
+        reference = Reference(tokens=sum(map(len, answers)), rounds=rounds, pages_generated=generated, answers=answers)
+        header = {"type": "header", "fingerprint": fingerprint, "reference": reference.model_dump()}
+        append_jsonl(rec_path, header, fsync=True)
+    reference = Reference(**header["reference"])
+    log(f"reference: {len(prompts)} page(s), {reference.tokens} answer tokens ({reference.rounds} verification "
+        f"round(s), {reference.pages_generated} page(s) generated)")
+    replay = _replay_plan(model, specs, modules) if replay_upstream else {s.name: [] for s in specs}
+    record = sorted({n for names in replay.values() for n in names})
+    ref = fw.reference_logprobs(model, prompts, reference.answers, batch_pages=batch_pages, pad_id=pad_id, record=record)
+    if "baseline" not in header:  # measured once, after the reference
+        with oneshot_norms(model) as changed:
+            base = fw.kl_against(model, prompts, reference.answers, ref, pad_id=pad_id) if changed else None
+        header["baseline"] = None if base is None else Baseline(
+            what="llmcompressor oneshot's offset-norm round trip (norm weights rounded in their dtype)",
+            params_changed=changed, kl_mean=base["kl_mean"], kl_pages=base["kl_pages"]).model_dump()
+        append_jsonl(rec_path, {"type": "baseline", "baseline": header["baseline"]}, fsync=True)
+    baseline = Baseline(**header["baseline"]) if header.get("baseline") else None
+    timings["reference_s"] = time.time() - t0
+
+    todo = [(f, s) for f in formats for s in specs if (s.name, f) not in done]
+    bar = None
+    if show_progress and todo:
+        import sys
+
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="sensitivity", unit="group", file=sys.stderr, disable=None)
+    cal_cache: list = []
+
+    def calibration():  # prompt + truth, one page per batch: exactly what `quantgate quantize` calibrates on
+        if not cal_cache:
+            cal_cache.extend(calibration_samples(processor, pageset_dir, prompt, samples, max_seq_len)[0])
+        return cal_cache
+
+    for fmt in formats:
+        pending = [s for s in specs if (s.name, fmt) not in done]
+        if not pending:
+            continue
+        plan, _ = resolve_assignment(specs, {s.name: fmt for s in specs}, modules, n_layers, keep_bf16=keep_bf16,
+                                     allow_vision=allow_vision, where=f"format {fmt}")
+        t_fmt = time.time()
+        with FormatSession(model, to_llmcompressor(plan, kinds), calibration) as sess:
+            timings[f"calibration_s.{fmt}"] = sess.calibration_s
+            for s in pending:
+                t0 = time.time()
+                quant = [n for n in s.modules if plan[n] == fmt]
+                kept = [n for n in s.modules if plan[n] != fmt]
+                with sess.only(quant):
+                    r = fw.kl_against(model, prompts, reference.answers, ref, pad_id=pad_id, replay=replay[s.name])
+                nbytes = sum(sess.module_bytes(n) for n in quant) + sum(group_bf16[n] for n in kept)
+                m = Measurement(group=s.name, format=fmt, bytes=nbytes, quantized=quant, kept_bf16=kept,
+                                wall_s=round(time.time() - t0, 3), **r)
+                append_jsonl(rec_path, {"type": "measurement", **m.model_dump()}, fsync=True)
+                done[(s.name, fmt)] = m
+                if bar:
+                    bar.set_postfix_str(f"{s.name} {fmt} KL {m.kl_mean:.2e}")
+                    bar.update(1)
+        timings[f"format_s.{fmt}"] = time.time() - t_fmt
+    if bar:
+        bar.close()
+    timings["total_s"] = time.time() - t_start
+    result = SensitivityFile(
+        model=str(model_dir), model_weights_sha256=fingerprint["model_weights_sha256"], pageset=str(pageset_dir),
+        pageset_sha256=ps.sha256, page_ids=fingerprint["page_ids"], prompt=prompt, max_new_tokens=max_new_tokens,
+        max_seq_len=max_seq_len, formats=formats, allow_vision=allow_vision, keep_bf16=keep_bf16,
+        bandwidth_gbps=bandwidth_gbps or DEFAULT_BANDWIDTH_GBPS,
+        bandwidth_source="--bandwidth" if bandwidth_gbps else "default: H200 HBM3e spec sheet (4.8 TB/s), not measured",
+        n_layers=n_layers,
+        modules=[ModuleEntry(name=m.name, kind=m.kind, layer=m.layer, in_features=m.in_features,
+                             out_features=m.out_features) for m in modules],
+        groups=[Group(name=s.name, kind=s.kind, layer=s.layer, modules=s.modules, selector=s.selector, params=s.params,
+                      bf16_bytes=sum(group_bf16[n] for n in s.modules), decode=s.decode) for s in specs],
+        sizes=sizes, reference=reference, baseline=baseline,
+        measurements=[done[(s.name, f)] for f in formats for s in specs],
+        timings={k: round(v, 3) for k, v in timings.items()}, versions=versions,
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=[f"device {device}; {len(pages)} calibration page(s), {reference.tokens} scored tokens",
+               "each group quantized alone, everything else BF16; nvfp4 is emulated as llmcompressor does (W4A4 "
+               "fake quantization), while vLLM on Hopper runs it weight-only"])
+    atomic_write_json(out, result.model_dump())
+    return result
+
+
+def _replay_plan(model, specs, modules) -> dict[str, list[str]]:
+    """Per group, the modules upstream of it whose BF16 outputs can be replayed: the vision tower
+    and projector (top-most modules), for a decoder group at layer L decoder layers 0..L-1, and
+    for an MLP group also layer L's token mixer (attention or Gated DeltaNet runs before the MLP,
+    or beside it in parallel-residual layers; either way the MLP's quantization cannot reach it)."""
+    import re
+
+    from quantgate.quantize.classify import classify_name
+
+    names = [n for n, _ in model.named_modules() if n]
+    vis = [n for n in names if classify_name(n, []) in ("vision", "projector")]
+    tops = [n for n in vis if not any(n.startswith(v + ".") for v in vis if v != n)]
+    known = set(names)
+    plan = {}
+    for s in specs:
+        if not s.decode:
+            plan[s.name] = []
+            continue
+        m = re.match(r"^(.*\.(?:layers|h|blocks))\.(\d+)\.", s.modules[0])
+        upstream = [f"{m.group(1)}.{i}" for i in range(int(m.group(2)))] if m else []
+        if m and s.kind == "mlp":
+            here = f"{m.group(1)}.{m.group(2)}."
+            upstream += sorted({here + x.name[len(here):].split(".")[0] for x in modules
+                                if x.kind in ("attention", "linear_attention") and x.name.startswith(here)})
+        plan[s.name] = tops + [u for u in upstream if u in known]
+    return plan
+
+
+def _sizes(model, modules, embeddings, specs) -> tuple[Sizes, dict[str, int]]:
+    """Bytes of every weight as loaded, split into groups and the fixed rest."""
+    from quantgate.quantize.classify import classify_name
+
+    named = dict(model.named_modules())
+    weight_bytes = {m.name: named[m.name].weight.numel() * named[m.name].weight.element_size() for m in modules}
+    in_group = {n for s in specs for n in s.modules}
+    tied = bool(getattr(model.config, "tie_word_embeddings", False))
+    total = fixed_decode = 0
+    emb = set(embeddings)
+    for pname, p in model.named_parameters():  # shared (tied) tensors are listed once
+        b = p.numel() * p.element_size()
+        total += b
+        owner = pname.rsplit(".", 1)[0]
+        if owner in in_group and pname.endswith(".weight"):
+            continue
+        if classify_name(owner, []) in ("vision", "projector") or (owner in emb and not tied):
+            continue  # read once per page (vision) or one row per token (embeddings)
+        fixed_decode += b
+    grouped = sum(weight_bytes[n] for n in in_group)
+    return Sizes(bf16_bytes=total, fixed_bytes=total - grouped, fixed_decode_bytes=fixed_decode), weight_bytes

@@ -1,0 +1,113 @@
+"""A stand-in for vLLM's CLI on machines without a GPU: ``serve MODEL --port N [vLLM flags]`` prints the
+start-up lines vLLM 0.26.0 prints (config, scheduler, compile-cache hit or miss, timings; formats read
+from vLLM's source), keeps a compile cache under ``$VLLM_CACHE_ROOT`` the way vLLM keys it (by model and
+settings, not by where the root is), then answers like ``quantgate.testing.stub``. For tests of what
+quantgate records from a vLLM start (engine settings, cold and warm starts); it never loads the model.
+
+    python -m quantgate.testing.fake_vllm serve MODEL --port 8011 [--max-num-seqs 64] [--kv-cache-dtype fp8]
+                                          [--enforce-eager]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+
+VERSION = "0.26.0"
+
+
+def _opt(args: list[str], flag: str, default: str | None = None) -> str | None:
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int = 8192) -> list[int]:
+    """vLLM 0.26's default CUDA-graph capture sizes (``VllmConfig._set_cudagraph_sizes``)."""
+    top = min(max_num_seqs * 2, 512, max_num_batched_tokens)
+    sizes = [s for s in (1, 2, 4) if s <= top] + list(range(8, min(top + 1, 256), 8)) + list(range(256, top + 1, 16))
+    return sizes
+
+
+def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str], Path | None]:
+    eager = "--enforce-eager" in args
+    seqs = _opt(args, "--max-num-seqs")
+    kv = _opt(args, "--kv-cache-dtype", "auto")
+    prefix = "--no-enable-prefix-caching" not in args
+    sizes = [] if eager else capture_sizes(int(seqs or 1024))
+    mode, cg = ("NONE: 0", "NONE: 0") if eager else ("VLLM_COMPILE: 3", "FULL_AND_PIECEWISE: (2, 1)")
+    api, core = "(APIServer pid=4102) INFO 11-30 14:02:11", "(EngineCore pid=4171) INFO 11-30 14:02:37"
+    nd = f"'max_num_seqs': {seqs}, " if seqs else ""
+    out = [f"{api} [api_utils.py:273] non-default args: {{'model_tag': '{model}', 'host': '127.0.0.1', {nd}"
+           f"'enable_prefix_caching': {prefix}}}",
+           f"{api} [scheduler.py:252] Chunked prefill is enabled with max_num_batched_tokens=8192.",
+           f"{api} [vllm.py:1109] Asynchronous scheduling is enabled.",
+           f"{core} [core.py:116] Initializing a V1 LLM engine (v{VERSION}) with config: model='{model}', "
+           f"speculative_config=None, tokenizer='{model}', skip_tokenizer_init=False, dtype=torch.bfloat16, "
+           f"max_seq_len=8192, quantization=None, quantization_config=None, enforce_eager={eager}, "
+           f"kv_cache_dtype={kv}, device_config=cuda, seed=0, served_model_name={model}, "
+           f"enable_prefix_caching={prefix}, enable_chunked_prefill=True, pooler_config=None, "
+           f"compilation_config={{'mode': <CompilationMode.{mode}>, 'cache_dir': '', 'backend': 'inductor', "
+           f"'cudagraph_mode': <CUDAGraphMode.{cg}>, 'cudagraph_capture_sizes': {sizes}, "
+           f"'max_cudagraph_capture_size': {max(sizes, default=0)}}}, kernel_config=KernelConfig(linear_backend='auto')",
+           f"{core} [cuda.py:482] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].",
+           f"{core} [default_loader.py:430] Loading weights took 0.01 seconds"]
+    cache = None
+    if not eager:
+        if env.get("VLLM_DISABLE_COMPILE_CACHE") == "1":
+            out += [f"{core} [backends.py:1092] vLLM's torch.compile cache is disabled.",
+                    f"{core} [backends.py:394] Compiling a graph for compile range (1, 8192) takes 0.21 s"]
+        else:
+            root = env.get("VLLM_CACHE_ROOT")
+            if root is None:  # vLLM would use ~/.cache/vllm; a test never writes there
+                raise SystemExit("fake vllm: set VLLM_CACHE_ROOT (or VLLM_DISABLE_COMPILE_CACHE=1)")
+            if not os.path.isabs(root):
+                raise SystemExit(f"fake vllm: VLLM_CACHE_ROOT must be absolute, got {root!r}")
+            key = hashlib.sha256(repr((model, sizes, kv)).encode()).hexdigest()[:10]
+            cache = Path(root) / "torch_compile_cache" / key / "rank_0_0" / "backbone"
+            out.append(f"{core} [backends.py:1095] Using cache directory: {cache} for vLLM's torch.compile")
+            if (cache / "vllm_compile_cache.py").is_file():
+                out.append(f"{core} [backends.py:292] Directly load the compiled graph(s) for compile range (1, 8192) "
+                           "from the cache, took 0.052 s")
+                cache = None
+            else:
+                out += [f"{core} [backends.py:378] Cache the graph of compile range (1, 8192) for later use",
+                        f"{core} [backends.py:394] Compiling a graph for compile range (1, 8192) takes 0.21 s"]
+        out.append(f"{core} [monitor.py:53] torch.compile took 0.30 s in total")
+        out.append(f"{core} [gpu_model_runner.py:6844] Graph capturing finished in 0 secs, took 0.01 GiB")
+    out.append(f"{core} [core.py:347] init engine (profile, create kv cache, warmup model) took 0.42 s")
+    return out, cache
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--version"]:
+        print(VERSION)
+        return
+    if args[:1] != ["serve"] or len(args) < 2:
+        raise SystemExit("usage: fake_vllm serve MODEL --port N [flags]")
+    model, port = args[1], int(_opt(args, "--port") or 8000)
+    lines, cache = _lines(model, args, dict(os.environ))
+    print("\n".join(lines), flush=True)
+    if cache is not None:  # stored like vLLM: a later start with the same key loads it
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "vllm_compile_cache.py").write_text("{}\n")
+    if os.environ.get("TRITON_CACHE_DIR"):
+        Path(os.environ["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+    time.sleep(0.2)  # so a start takes measurable time
+
+    import uvicorn
+
+    from quantgate.testing.stub import make_app
+
+    uvicorn.run(make_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
