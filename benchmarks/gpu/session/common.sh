@@ -3,6 +3,7 @@
 #                    for the 4B checkpoints, GPU-only steps are recorded as skipped; work under /tmp/qgdry
 #   QG_BUDGET_S      seconds from launch to the session's global deadline (default 1440: 24 min)
 #   QG_STUDIES_DIR   where gpu1.sh looks for study YAMLs (default benchmarks/gpu/session/studies)
+#   QG_BI_GPU=1      the batch-invariance step runs on GPU1 after the numerics instead of last on GPU0
 S=benchmarks/gpu/session
 if [ "${QG_DRY_RUN:-0}" = 1 ]; then
   PY=${QG_PY:-python3}
@@ -32,3 +33,10 @@ step() {
     --log "$R/$JOB/logs/$name.log" "$@"
 }
 left() { $PY $S/steps.py left "$DEADLINE"; }
+
+# batch_invariance OUT: issue 22's batch-invariance check on this job's GPU (gpu0.sh, or gpu1.sh with QG_BI_GPU=1)
+batch_invariance() {
+  step batch-invariance "${QG_BI_CAP_S:-420}" 150 --requires .gpu-carry/q25-bf16 -- \
+    $PY $S/batch_invariance.py --model .gpu-carry/q25-bf16 --pages .gpu-carry/q200 --reader quantgate/assets/reader \
+    --n-pages 16 --concurrency 8 --max-tokens 64 --compile-cache "$W/vllm-cache" --deadline-file "$DEADLINE" -o "$1"
+}

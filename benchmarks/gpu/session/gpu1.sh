@@ -4,6 +4,7 @@
 #      nvfp4 through --linear-backend emulation) in vLLM in-process vs x @ W_deq.T and the activation-fake-quantized
 #      reference -> vllm_numerics.json
 #   2. run_reader_studies: `quantgate study` for each YAML under studies/ (the slot below), beside step 1
+#   (QG_BI_GPU=1: gpu0's batch-invariance step runs here, after step 1)
 # On a one-GPU machine (QG_ONE_GPU=1, set by launch.sh) this job shares GPU0 with gpu0.sh: it runs the numerics
 # (small, eager) but the studies only with QG_STUDIES_ON_ONE_GPU=1, since they would disturb gpu0's speed levels.
 set -uo pipefail
@@ -56,7 +57,11 @@ run_reader_studies() {
   # <<< SLOT
 }
 
-numerics > "$O/numerics.out" 2>&1 &
+numerics_then() {
+  numerics
+  [ "${QG_BI_GPU:-0}" = 1 ] && batch_invariance "$O/batchinv"
+}
+numerics_then > "$O/numerics.out" 2>&1 &
 num=$!
 if [ "${QG_ONE_GPU:-0}" = 1 ] && [ "${QG_STUDIES_ON_ONE_GPU:-0}" != 1 ]; then
   step studies 1 0 --skip "one GPU: studies would share it with gpu0's speed levels (QG_STUDIES_ON_ONE_GPU=1 runs them)" -- true

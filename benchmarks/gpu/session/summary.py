@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  timings {json.dumps(sens.get('timings'))[:600]}")
     else:
         print(f"  no sensitivity.json; {max(n, 0)} progress record(s)")
-    bi = _load(g0 / "batchinv" / "batch_invariance.json")
-    print("== batch invariance (gpu0)")
+    bi = _load(g0 / "batchinv" / "batch_invariance.json") or _load(g1 / "batchinv" / "batch_invariance.json")
+    print("== batch invariance")
     if bi:
         print(f"  comparisons {json.dumps({k: {kk: {x: vv.get(x) for x in ('pages', 'identical', 'identical_rate')} for kk, vv in v.items()} if isinstance(v, dict) and all(isinstance(vv, dict) for vv in v.values()) else v for k, v in bi.get('comparisons', {}).items()})[:1200]}")
         print(f"  speed cost {json.dumps(bi.get('speed_cost'))[:400]}")
