@@ -10,7 +10,8 @@ import yaml
 READER = Path(__file__).resolve().parent / "assets" / "reader"
 
 
-def demo_study(pages: int, variants: list[str]) -> dict:
+def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict:
+    """``min_pages``: lowered only for smoke tests on a few pages (the study's default is the calibrated 30)."""
     return {
         "name": "demo", "model": str(READER),
         "pages": {"synth": {"n": pages, "seed": 1, "profile": "reader", "calibration_fraction": 0.2}},
@@ -19,18 +20,20 @@ def demo_study(pages: int, variants: list[str]) -> dict:
         "concurrency": [1, 2], "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
         "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
         # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
-        "lm_eval": {"page_task": True, "limit": 16, "margin": 0.05},
-    }
+        # (32 documents: at 40 pages, every held-out page, and at least the 30 a verdict needs)
+        "lm_eval": {"page_task": True, "limit": 32, "margin": 0.05},
+    } | ({"min_pages": min_pages} if min_pages else {})
 
 
-def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, log=print) -> dict:
+def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, log=print,
+             min_pages: int | None = None) -> dict:
     from quantgate.study import run_study
 
     variants = variants or ["bf16", "fp8-dynamic", "nvfp4", "mixed", "harmful-int2"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "study.yaml"
-    text = yaml.safe_dump(demo_study(pages, variants), sort_keys=False)
+    text = yaml.safe_dump(demo_study(pages, variants, min_pages), sort_keys=False)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return run_study(path, out, log=log)

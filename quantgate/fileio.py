@@ -144,9 +144,23 @@ def safe_join(root: str | os.PathLike, rel: str, *, what: str = "path") -> Path:
     """Resolve ``rel`` under ``root``; refuse absolute paths, ``..`` escapes and symlinks that
     point out of ``root``. ``what`` names the manifest field in the error."""
     root_r = Path(root).resolve()
+    if not isinstance(rel, str) or "\x00" in rel:
+        raise UnsafeInputError(f"{what} {rel!r} is not a usable path")
     if not rel or os.path.isabs(rel) or rel.startswith(("/", "\\")) or ":" in Path(rel).parts[0]:
         raise UnsafeInputError(f"{what} {rel!r} must be a relative path inside {root}")
     full = (root_r / rel).resolve()
     if full != root_r and root_r not in full.parents:
         raise UnsafeInputError(f"{what} {rel!r} points outside its folder {root}; refusing to read it")
     return full
+
+
+def recorded_path(path: str | os.PathLike, root: str | os.PathLike | None) -> str:
+    """How a manifest records ``path``: relative to ``root`` (posix) when it lies inside it, else as
+    given. A study passes its folder, so the paths its files record stay true when the folder is moved
+    or copied; paths outside it (the source checkpoint) are kept as given and only ever shown."""
+    if root is not None:
+        try:
+            return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(path)

@@ -194,6 +194,8 @@ class ScoreRow(BaseModel):
     page_id: str = Field(min_length=1)
     empty: bool
     error: Literal["missing", "request failed"] | None = None
+    # sha256 of the output text (None: no output), what `compare --exact` compares; absent in older files
+    output_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
     @model_validator(mode="after")
     def _metric_values(self):

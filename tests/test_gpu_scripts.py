@@ -1,6 +1,8 @@
 """Issue 20: the GPU scripts' CPU-checkable parts: the kernel classifier on a synthetic torch-profiler trace,
 the speed sweep's arguments (vLLM defaults unless --mode0) and its tables from a speed.json, the profile
-step's arguments, trace-only mode and weight-read bound."""
+step's arguments, trace-only mode and weight-read bound. The GPU session's pure parts (benchmarks/gpu/session):
+the step runner's deadline, the batch-invariance comparison, the numerics verdict, the single-stream ratios,
+and the fake vLLM's refusal and synthetic trace that its dry run relies on."""
 
 import gzip
 import importlib.util
@@ -156,3 +158,119 @@ def test_profile_step_arguments_classify_mode_and_bound(tmp_path, capsys):
     assert entry["bound_ms_per_step"] == pytest.approx(b / 4e12 * 1e3)
     assert entry["fraction_of_bound"] == pytest.approx(entry["bound_ms_per_step"] / entry["span_ms_per_step"])
     assert entry["gemm_effective_gbs"] == pytest.approx(b / 1.2e-3 / 1e9)
+
+
+# --- the GPU session's scripts (benchmarks/gpu/session): their pure parts -----------------------------------------
+
+SESSION = GPU / "session"
+
+
+def _load_session(name):
+    key = f"session_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    sys.path.insert(0, str(SESSION))  # the session scripts import steps.py by name
+    spec = importlib.util.spec_from_file_location(key, SESSION / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[key] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+steps = _load_session("steps")
+
+
+def test_step_time_is_the_cap_cut_to_the_deadline():
+    assert steps.step_timeout(now=100.0, deadline=None, cap=60.0) == 60.0
+    assert steps.step_timeout(now=100.0, deadline=1000.0, cap=60.0, reserve=15.0) == 60.0
+    assert steps.step_timeout(now=100.0, deadline=200.0, cap=600.0, reserve=15.0) == 85.0  # deadline first
+    assert steps.step_timeout(now=100.0, deadline=200.0, cap=600.0, min_s=90.0, reserve=15.0) is None  # not worth it
+    assert steps.step_timeout(now=300.0, deadline=200.0, cap=600.0) is None  # past the deadline
+
+
+def test_step_runner_records_ok_failed_skipped_and_kills_a_step_at_its_limit(tmp_path):
+    import time
+
+    status = tmp_path / "status.jsonl"
+    ok = steps.run_step(["sh", "-c", "echo hi"], name="a", status=status, cap=30, deadline=None, log=tmp_path / "a.log")
+    bad = steps.run_step(["sh", "-c", "exit 3"], name="b", status=status, cap=30, deadline=None)
+    gone = steps.run_step(["true"], name="c", status=status, cap=30, deadline=None, requires=[str(tmp_path / "nope")])
+    late = steps.run_step(["true"], name="d", status=status, cap=30, deadline=time.time() + 20, min_s=60)
+    t0 = time.time()
+    # a step whose child keeps running: the whole process group goes at the limit
+    slow = steps.run_step(["sh", "-c", "sleep 60 & sleep 60"], name="e", status=status, cap=30,
+                          deadline=time.time() + 16, min_s=0)
+    assert time.time() - t0 < 20
+    assert [r["status"] for r in (ok, bad, gone, late, slow)] == ["ok", "failed", "skipped", "skipped", "timeout"]
+    assert [steps.exit_code(r) for r in (ok, bad, gone, slow)] == [0, 3, steps.SKIPPED_RC, steps.TIMEOUT_RC]
+    assert "missing" in gone["reason"] and "needs 60 s" in late["reason"]
+    assert slow["limit_s"] == pytest.approx(1.0, abs=0.6)  # 16 s left, 15 kept back
+    recs = [json.loads(line) for line in status.read_text().splitlines()]
+    assert [r["step"] for r in recs] == ["a", "b", "c", "d", "e"]  # each written when it ended
+    assert "hi" in (tmp_path / "a.log").read_text()
+    assert steps.running_steps(status) == []  # nothing left marked running
+    assert "timeout" in steps.table([status])
+
+
+def test_batch_invariance_comparison_on_token_lists():
+    bi = _load_session("batch_invariance")
+    c1 = {"p1": [1, 2, 3, 4], "p2": [5, 6, 7, 8], "p3": [9, 9], "p4": [1, 1]}
+    c8 = {"p1": [1, 2, 3, 4], "p2": [5, 6, 0, 8], "p3": [9, 9, 9], "p5": [3]}
+    r = bi.compare_tokens(c1, c8)
+    assert (r["pages"], r["identical"], r["identical_rate"]) == (3, 1, pytest.approx(1 / 3))  # p4, p5: in one pass only
+    assert r["first_difference"] == {"p2": 2, "p3": 2}  # a longer answer differs where the shorter one ends
+    assert r["mean_common_prefix"] == pytest.approx((1 + 2 / 4 + 2 / 3) / 3)
+    assert bi.compare_tokens({}, {})["identical_rate"] is None
+    log = ("(EngineCore pid=9) ERROR [core.py:1108] EngineCore failed to start.\n"
+           "RuntimeError: VLLM batch_invariant mode is not supported for GDN_ATTN.\nRuntimeError: Engine core ...")
+    assert bi.refusal_line(log) == "RuntimeError: VLLM batch_invariant mode is not supported for GDN_ATTN."
+    assert bi.refusal_line("INFO all fine") is None
+    sp = bi.pass_speed([{"token_ids": [1] * 64, "latency_s": 1.0}, {"token_ids": None, "error": "x"}], 2.0)
+    assert (sp["output_tokens"], sp["output_tokens_per_s"], sp["errors"]) == (64, 32.0, 1)
+
+
+def test_numerics_verdict_names_the_reference_a_layer_matches():
+    num = _load_session("vllm_numerics")
+    assert num.verdict(0.002, 0.03) == "weights-only"  # Marlin NVFP4 / BF16 activations
+    assert num.verdict(0.03, 0.002) == "weights+activations"  # CUTLASS W8A8
+    assert num.verdict(0.004, 0.008) == "unclear"  # both close: the input cannot tell them apart
+    assert num.verdict(0.2, 0.3) == "unclear"  # neither
+    rows = [{"verdict": "weights-only", "rel_err_vs_weight_only": 0.001, "rel_err_vs_activation_fake_quant": 0.1},
+            {"verdict": "weights-only", "rel_err_vs_weight_only": 0.003, "rel_err_vs_activation_fake_quant": 0.09}]
+    s = num.summarize(rows)
+    assert (s["computes"], s["max_rel_err_vs_weight_only"], s["max_rel_err_vs_activation_fake_quant"]) == \
+        ("weights-only", 0.003, 0.1)
+    assert num.summarize(rows + [{**rows[0], "verdict": "unclear"}])["computes"] == "mixed: unclear, weights-only"
+    assert num.find_prefix(["model.layers.0.mlp.down_proj.weight", "model.layers.10.mlp.down_proj.weight",
+                            "visual.blocks.0.mlp.down_proj.weight"], "layers.0.mlp.down_proj") == \
+        "model.layers.0.mlp.down_proj"
+
+
+def test_session_speed_ratios_beside_the_weight_bytes_bound():
+    s4 = _load_session("helpers")
+
+    def lv(rate):
+        return [{"concurrency": 1, "per_request_tokens_per_s_p50": rate},
+                {"concurrency": 8, "per_request_tokens_per_s_p50": 1.0}]
+
+    speed = {"variants": {"bf16": {"decode_weight_bytes": 8e9, "levels": lv(200.0)},
+                          "fp8-dynamic": {"decode_weight_bytes": 5e9, "levels": lv(220.0)},
+                          "fp8-all": {"decode_weight_bytes": 4e9, "levels": []}}}
+    r = s4.single_stream_ratios(speed)
+    assert r["fp8-dynamic/bf16"] == {"measured_c1": pytest.approx(1.1), "weight_bytes_bound": pytest.approx(1.6),
+                                     "share_of_possible_gain": pytest.approx(0.1 / 0.6)}
+    assert r["fp8-all/bf16"]["measured_c1"] is None and r["fp8-all/bf16"]["weight_bytes_bound"] == 2.0
+    assert s4.single_stream_ratios({"variants": {"bf16": speed["variants"]["bf16"]}}) == {}
+    assert s4.parse_bytes("12GiB") == 12 * 2**30 and s4.parse_bytes("64MiB") == 64 * 2**20 and s4.parse_bytes("7") == 7
+
+
+def test_fake_vllm_refuses_batch_invariance_on_gdn_and_writes_a_classifiable_trace(tmp_path):
+    from quantgate.testing import fake_vllm
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_5"}))
+    assert fake_vllm._refuses(str(tmp_path), {"VLLM_BATCH_INVARIANT": "1"})
+    assert not fake_vllm._refuses(str(tmp_path), {})
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
+    assert not fake_vllm._refuses(str(tmp_path), {"VLLM_BATCH_INVARIANT": "1"})
+    r = kc.classify_trace(fake_vllm.synthetic_trace(32))
+    assert r["decode_steps"] == 32 and r["classes"]["other"]["ms_per_step"] == 0.0

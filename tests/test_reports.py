@@ -13,78 +13,38 @@ from quantgate.errors import InputError
 from quantgate.fileio import sha256_file
 from quantgate.records import RunManifest, Verdict
 from quantgate.records_files import VariantManifest, read_record_file
-from quantgate.reports import build_report, build_summary, gate, load_summary, write_reports
+from quantgate.reports import build_report, build_summary, load_summary, write_reports
 from quantgate.reports.schema import Summary
+from quantgate.study import gate
+from quantgate.testing.study_folder import _run, finished_study
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "<script>alert('x')</script> & <b>bold</b>"
 
 
-def _manifest(vdir: Path, name: str, weights: bytes) -> dict:
-    vdir.mkdir(parents=True)
-    (vdir / "model.safetensors").write_bytes(weights)
-    sha = sha256_file(vdir / "model.safetensors")
-    return {"schema_version": 1, "kind": "quantgate.variant", "name": name, "source_model": "/m",
-            "recipe": {"name": name, "source": f"{name}.yaml", "text": f"name: {name}\n", "resolved": {"name": name},
-                       "llmcompressor": None},
-            "plan": {"modules": [{"module": "l.q", "kind": "attention", "layer": 0, "shape": [4, 4], "params": 16,
-                                  "format": "bf16"}],
-                     "totals": {"per_format": {"bf16": {"modules": 1, "params": 16, "bytes": 32}}, "bf16_bytes": 32,
-                                "estimated_bytes": 32, "compression": 1.0}, "warnings": []},
-            "verification": {"modules_checked": 1, "formats": {"bf16": 1}, "vision_bf16": True},
-            "calibration": {"pageset": None, "page_ids": [], "samples": 0, "max_seq_len": 64, "pipeline": None,
-                            "text_only": None, "prompt": None},
-            "inputs": {"model_weights": {"model.safetensors": sha}, "recipe_text": f"name: {name}\n",
-                       "calibration_pages_sha256": None, "samples": 0, "max_seq_len": 64, "prompt": "p"},
-            "packages": {"torch": "2"}, "files": {"model.safetensors": {"sha256": sha, "bytes": len(weights)}},
-            "size": {"weights_bytes": len(weights), "source_weights_bytes": 2 * len(weights), "compression": 2.0},
-            "wall_s": 1.0, "peak_rss_mb": 10.0, "peak_gpu_mb": None}
-
-
-def _run(name: str, pages_per_s: dict[int, float]) -> dict:
-    levels = [{"concurrency": c, "n_requests": 4, "n_errors": 0, "wall_s": 1.0, "pages_per_s": p,
-               "output_tokens_per_s": 10 * p, "per_request_tokens_per_s_p50": 5.0,
-               "ttft_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3}, "latency_s": {"p50": 1.0, "p90": 2.0, "p99": 3.0}}
-              for c, p in pages_per_s.items()]
-    return RunManifest(variant=name, backend="transformers", pageset="pages", pageset_sha256="0" * 64, split="heldout",
-                       prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
-
-
-def _verdict(variant: str, metric: str, verdict: str, delta: float) -> dict:
-    v = Verdict(metric=metric, higher_is_better=False, verdict=verdict, n=4, baseline_mean=0.1,
-                candidate_mean=0.1 + delta, delta=delta, ci_low=delta - 0.01, ci_high=delta + 0.01, confidence=0.9,
-                margin=0.02, requested_margin=0.02, noise_floor=None, seed=0, n_resamples=100)
-    return {"variant": variant, **v.model_dump()}
-
-
-STUDY = {"name": "s", "baseline": "bf16", "variants": [{"name": "bf16"}, {"name": "fp8"}, {"name": "bad"}],
-         "metrics": ["ned"], "split": "heldout", "seed": 0, "resamples": 100, "slo_s": 10.0, "lm_eval": None}
+WORST = {"fp8": [], "bad": [{"page_id": "p1", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.5,
+                            "truth": HOSTILE, "baseline_output": "# Title\n", "variant_output": "# Title\n" + HOSTILE},
+                           {"page_id": "p2", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.4,
+                            "truth": None, "baseline_output": "kept & DROPPED", "variant_output": "kept & "}]}
 
 
 @pytest.fixture
 def study_dir(tmp_path):
-    """A finished study folder as the study leaves it, minus the reports."""
-    out = tmp_path / "out"
-    speeds = {"bf16": {1: 1.0, 2: 1.5}, "fp8": {1: 2.0}, "bad": {1: 3.0}}
-    dirs = {}
-    for i, name in enumerate(speeds):
-        vdir = out / "variants" / name
-        (vdir.parent).mkdir(parents=True, exist_ok=True)
-        man = _manifest(vdir, name, bytes([i]) * (100 - 30 * i))
-        (vdir / "quantgate.json").write_text(json.dumps(man))
-        (out / "runs" / name).mkdir(parents=True)
-        (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
-        dirs[name] = vdir
-    return out, dirs
+    """A finished study folder as the study leaves it (weights, manifests, runs, score files, reports):
+    fp8 changes a quarter of the pages by a hair, bad reads 0.2 ned worse on 40% of them."""
+    out = finished_study(tmp_path / "out", worst=WORST)
+    return out, {name: out / "variants" / name for name in ("bf16", "fp8", "bad")}
 
 
 def _build(out, dirs, **kw):
-    verdicts = [_verdict("fp8", "ned", "within_noise", 0.001), _verdict("bad", "ned", "regression", 0.2)]
-    worst = {"fp8": [], "bad": [{"page_id": "p1", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.5,
-                                 "truth": HOSTILE, "baseline_output": "# Title\n", "variant_output": "# Title\n" + HOSTILE},
-                                {"page_id": "p2", "metric": "ned", "baseline_value": 0.0, "variant_value": 0.4,
-                                 "truth": None, "baseline_output": "kept & DROPPED", "variant_output": "kept & "}]}
-    return build_summary(STUDY, out, "f" * 64, dirs, verdicts, 1, 2, worst, **kw)
+    from quantgate.study.spec import Study
+    from quantgate.study.verdicts import study_verdicts, verdict_inputs
+
+    s = json.loads((out / "summary.json").read_text())
+    st = Study.model_validate(s["study"])
+    verdicts, _ = study_verdicts(st, out)
+    return build_summary(s["study"], out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, 1, 2, WORST,
+                         inputs=verdict_inputs(st, out, out / "pages" / "pages.jsonl"), **kw)
 
 
 def test_committed_manifests_validate_against_their_models():
@@ -108,10 +68,19 @@ def test_summary_built_through_the_models(study_dir):
     assert by["fp8"].speedup == {"1": 2.0} and by["bad"].speedup == {"1": 3.0}
     assert by["bf16"].speedup == {"1": 1.0, "2": 1.0} and by["bad"].weights_bytes == 40
     assert by["fp8"].files["model.safetensors"] == sha256_file(dirs["fp8"] / "model.safetensors")
+    # paths relative to the study folder; inputs name every file the verdicts rest on, by its hash
+    assert [v.path for v in s.variants] == ["variants/bf16", "variants/fp8", "variants/bad"]
+    assert s.inputs.pages == "pages/pages.jsonl" and s.inputs.margins == {"ned": 0.01, "cer": 0.01, "bow_f1": 0.01}
+    assert sorted(s.inputs.files) == ["pages/pages.jsonl", "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl",
+                                      "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl"]
+    assert s.inputs.files["scores/bad-c1.jsonl"] == sha256_file(out / "scores" / "bad-c1.jsonl")
     # the verdict rows keep the variant first and every Verdict field after it (what the study wrote before)
-    row = build_report(STUDY, out, "f" * 64, dirs, [_verdict("fp8", "ned", "within_noise", 0.0)], 1, None, {})
+    row = build_report(s.study, out, "f" * 64, dirs, [s.verdicts[0].model_dump()], 1, None, {},
+                       inputs=s.inputs.model_dump())
     assert list(row["verdicts"][0]) == ["variant", *Verdict.model_fields]
-    assert row["complete"] is False  # one verdict of the two the study expects
+    assert row["complete"] is False  # one verdict of the six the study expects
+    with pytest.raises(InputError, match="outside the study folder"):
+        build_summary(s.study, out / "runs", "f" * 64, {"fp8": dirs["fp8"]}, [], 1, None, {}, inputs=s.inputs.model_dump())
 
 
 @pytest.mark.parametrize("file,patch,field", [
@@ -145,12 +114,13 @@ def test_summary_round_trips_and_refuses_foreign_newer_or_malformed(study_dir, t
         for n in (str(f), *needles):
             assert n in str(e.value)
 
-    refused({**good, "schema_version": 2}, "schema_version 2", "reads schema_version 1", "newer quantgate")
+    refused({**good, "schema_version": 3}, "schema_version 3", "reads schema_version 2", "newer quantgate")
+    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 2", "older quantgate")
     refused(_run("bf16", {1: 1.0}), "'quantgate.run'", "not a quantgate.report file")  # a run.json copied over it
     refused({**good, "verdicts": [{**good["verdicts"][0], "delta": "small"}]}, "field 'verdicts.0.delta'")
     refused({**good, "verdicts": [{**good["verdicts"][0], "verdict": "fine"}]}, "field 'verdicts.0.verdict'")
     refused({**good, "extra": 1}, "field 'extra'")
-    refused({**good, "study": {"name": "s"}}, "field 'study'", "metrics")
+    refused({**good, "study": {"name": "s"}}, "field 'study'", "study.baseline: Field required")
     refused("{not json", "not valid JSON")
     f.unlink()
     with pytest.raises(InputError, match="no such file.*rerun `quantgate study`"):
@@ -164,11 +134,13 @@ def test_gate_cli_on_a_newer_summary_is_one_line(study_dir):
     out, dirs = study_dir
     write_reports(_build(out, dirs), out)
     s = json.loads((out / "summary.json").read_text())
-    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 2}))
-    for verb in ("gate", "report"):
-        r = subprocess.run([sys.executable, "-m", "quantgate", verb, str(out)], capture_output=True, text=True)
-        assert r.returncode == 2 and "Traceback" not in r.stderr
-        assert "summary.json" in r.stderr and "reads schema_version 1" in r.stderr
+    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 3}))
+    r = subprocess.run([sys.executable, "-m", "quantgate", "report", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "summary.json" in r.stderr and "reads schema_version 2" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "quantgate", "gate", str(out)], capture_output=True, text=True)
+    assert r.returncode == 3 and not r.stderr and len(r.stdout.splitlines()) == 1
+    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 2" in r.stdout
 
 
 def test_gate_reads_the_typed_summary(study_dir):
@@ -177,7 +149,8 @@ def test_gate_reads_the_typed_summary(study_dir):
     code, lines = gate(out)
     assert code == 1 and any(line.startswith("regression") and " bad ned" in line for line in lines)
     assert gate(out, variants=["fp8"])[0] == 0
-    assert gate(out, metrics=["cer"])[0] == 3
+    assert gate(out, metrics=["cer"])[0] == 1
+    assert gate(out, metrics=["wer"])[0] == 3  # the study does not compute it
     assert gate(out, variants=["fp8"], lmeval=True)[0] == 3  # no lm-eval verdicts in this study
     (dirs["fp8"] / "model.safetensors").write_bytes(b"changed")
     code, lines = gate(out, variants=["fp8"])
@@ -199,12 +172,29 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     assert "<pre>kept &amp; <del>DROPPED</del></pre>" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     rows = re.findall(r"<tr class='(\w+)'><td>(\w+)</td>", page)
-    assert rows == [("within_noise", "fp8"), ("regression", "bad")]
+    assert rows == [("within_noise", "fp8")] * 3 + [("regression", "bad")] * 3
     assert "<b>REGRESSION</b>" in page and "2.00×" in page and "3.00×" in page
+    # every verdict's reason and message, the noise floor and what the interval is
+    assert page.count("<code>ci_inside_margin</code>") == 3 and page.count("<code>ci_beyond_margin</code>") == 3
+    assert "<th>noise floor</th>" in page and "one-sided 95% bounds" in page and "90% CI" not in page
+    assert page.count("<tr class='why'>") == 6 and "beyond the margin 0.0100" in page
+    assert "max(study margin" not in page and "Holm" in page
     md = (out / "report.md").read_text()
-    assert "| bad | ned ↓ | ❌ regression | +0.2000 |" in md and "## Worst pages" not in md
+    assert re.search(r"\| bad \| ned ↓ \| ❌ regression \| `ci_beyond_margin` \| \+0\.\d{4} \| \[\+0\.\d{4}, \+0\.\d{4}\] "
+                     r"studentized_hall \| 0\.0100 \(registry\) \| 0\.\d{4} \(\+0\.\d{4}\) \|", md)
+    assert "noise floor (shift)" in md and "## Worst pages" not in md and "90% CI" not in md
+    assert md.count("(ci_beyond_margin): at least") == 3
     junit = (out / "junit.xml").read_text()
-    assert 'failures="1"' in junit and 'classname="quantgate.bad" name="ned"' in junit
+    assert 'failures="3"' in junit and 'skipped="0"' in junit and 'classname="quantgate.bad" name="ned"' in junit
+    assert 'type="regression"' in junit and "regression (ci_beyond_margin): at least" in junit
+
+
+def test_the_report_knows_the_calibrated_minimum():
+    # reports import no other stage, so the renderers keep their own copy of the statistics' minimum
+    from quantgate.reports.markdown import CALIBRATED_MIN_PAGES
+    from quantgate.scoring.stats import MIN_PAGES
+
+    assert CALIBRATED_MIN_PAGES == MIN_PAGES
 
 
 # --- issue 20: engine settings beside the speed table ----------------------------------------------

@@ -54,6 +54,7 @@ FLAGS = {
     ("lmeval", "--concurrent"): ints(1),
     ("lmeval-compare", "--margin"): floats(0),
     ("lmeval-compare", "--seed"): ints(0),
+    ("lmeval-compare", "--min-pages"): ints(2),
     ("pages import", "--dpi"): floats(0),
     ("pages import", "--megapixels"): floats(0),
     ("pages import", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=True),
@@ -69,6 +70,14 @@ FLAGS = {
     ("quantize", "--max-seq-len"): ints(64),
     ("score", "--concurrency"): CONC,
     ("demo", "--pages"): ints(2),
+    ("demo", "--min-pages"): ints(2),
+    ("sensitivity", "--samples"): ints(1),
+    ("sensitivity", "--max-new-tokens"): ints(1),
+    ("sensitivity", "--max-seq-len"): ints(64),
+    ("sensitivity", "--bandwidth"): floats(0),
+    ("sensitivity", "--batch-pages"): ints(1),
+    ("recommend", "--effective-bits"): floats(0, 16),
+    ("recommend", "--speedup"): floats(1),
     # the statistics rework (issue 15) owns these three and checks them at parse time
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
@@ -166,6 +175,8 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "score": ["score", "--pages", empty, "--predictions", empty, "-o", out + "/s.jsonl"],
         "compare": ["compare", empty, empty, "--metric", "ned"],
         "demo": ["demo", "-o", out],
+        "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
+        "recommend": ["recommend", empty, "-o", out + "/r.yaml"],
         "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag == "--max-trials" else []),
     }[verb]
     if flag in BACKEND_FLAGS:
@@ -297,9 +308,10 @@ STUDY_FIELDS = {
     "max_tokens": (*ints(1), False),
     "timeout_s": (*floats(0, 86_400), False),
     "slo_s": (*floats(0), False),
-    "margins.ned": (*floats(0), False),
+    "margins.ned": (*floats(0, 1, hi_open=True), False),  # below ned's range (1): such a margin passes everything
     "seed": (*ints(0), False),
-    "resamples": (*ints(1), False),
+    "resamples": (*ints(1000), False),  # a 5% tail needs ~1,000 resamples
+    "min_pages": (*ints(2), False),
     "schema_version": ("int", lambda v: v == 1, False),
     "lm_eval.limit": (*ints(1), True),
     "lm_eval.concurrent": (*ints(1), False),

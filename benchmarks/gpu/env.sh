@@ -1,8 +1,7 @@
 # Sourced by the GPU scripts: quantgate's own few dependencies (carried as py3.12 wheels in .whl,
 # since the GPU image has no network), vLLM in /tmp/site, llmcompressor in /tmp/siteq (.gpu/install.sh).
 export PYTHONUNBUFFERED=1
-[ -d /tmp/qg/pydantic ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/qg \
-  .whl/pydantic*.whl .whl/annotated*.whl .whl/typing_inspection*.whl .whl/rapidfuzz*.whl
+[ -d /tmp/qg/pydantic ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/qg .whl/*.whl
 export PYTHONPATH=/tmp/qg:$PWD
 export QUANTGATE_VLLM="env PYTHONPATH=/tmp/site python3 -m vllm.entrypoints.cli.main"
 QG="python3 -m quantgate"

@@ -105,9 +105,28 @@ def _wait_for_trace(trace_dir: Path, timeout_s: float = 120.0) -> Path:
     raise TimeoutError(f"no complete worker trace in {trace_dir} after {timeout_s:.0f} s")
 
 
-def profile_variant(a: argparse.Namespace, v: str, image: bytes) -> dict:
+def profile_running(base: str, model: str, image: bytes, trace_dir: Path, *, max_tokens: int, window: float,
+                    warmup: bool = True) -> tuple[dict | None, dict, Path]:
+    """Profile decode steps on a running server started with ``profiler_config(trace_dir, …)``: an optional
+    short warm-up request, then one streaming request; /start_profile at its first token, /stop_profile
+    ``window`` s later. Returns (warm-up request, profiled request, the worker trace)."""
     import httpx
 
+    warm = _request(base, model, image, 16) if warmup else None
+    first = threading.Event()
+    box: dict = {}
+    t = threading.Thread(target=lambda: box.update(_request(base, model, image, max_tokens, first)))
+    t.start()
+    if not first.wait(300):
+        raise TimeoutError(f"{model}: no first token in 300 s")
+    httpx.post(f"{base}/start_profile", timeout=120).raise_for_status()
+    time.sleep(window)
+    httpx.post(f"{base}/stop_profile", timeout=300).raise_for_status()
+    t.join(600)
+    return warm, box, _wait_for_trace(trace_dir)
+
+
+def profile_variant(a: argparse.Namespace, v: str, image: bytes) -> dict:
     key = variant_key(v, a.mode0)
     model = a.work / f"q4b-{v}"
     run_dir = a.out / (f"profile-{v}-mode0" if a.mode0 else f"profile-{v}")
@@ -117,19 +136,8 @@ def profile_variant(a: argparse.Namespace, v: str, image: bytes) -> dict:
     args = server_args(a.mode0, a.max_num_seqs, ["--profiler-config", json.dumps(pcfg)])
     server, backend, engine, text = start(model, run_dir, args, a.compile_cache)
     try:
-        base = server.base_url.removesuffix("/v1")
-        warm = _request(base, str(model), image, 16)
-        first = threading.Event()
-        box: dict = {}
-        t = threading.Thread(target=lambda: box.update(_request(base, str(model), image, a.max_tokens, first)))
-        t.start()
-        if not first.wait(300):
-            raise TimeoutError(f"{key}: no first token in 300 s")
-        httpx.post(f"{base}/start_profile", timeout=120).raise_for_status()
-        time.sleep(a.window)
-        httpx.post(f"{base}/stop_profile", timeout=300).raise_for_status()
-        t.join(600)
-        trace = _wait_for_trace(trace_dir)
+        warm, box, trace = profile_running(server.base_url.removesuffix("/v1"), str(model), image, trace_dir,
+                                           max_tokens=a.max_tokens, window=a.window)
     finally:
         server.stop()
     result = classify_trace(load_trace(trace))

@@ -119,21 +119,46 @@ def vllm_bench(base_url: str, model: Path, pages, ps, concurrency: int, n: int, 
                                   "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms")}
 
 
-def start(model: Path, run_dir: Path, args: list[str], compile_cache: str | None):
+def start(model: Path, run_dir: Path, args: list[str], compile_cache: str | None, *,
+          gpu_memory_utilization: float = 0.85, env: dict[str, str] | None = None,
+          startup_timeout_s: float = 1200.0):
     """A started vLLM server and the engine settings of this start, read from the part of server.log this
-    start wrote (the log is appended to across starts)."""
+    start wrote (the log is appended to across starts). ``env`` adds variables for this server only (e.g.
+    ``VLLM_PORT`` when several start at once)."""
     from quantgate.serve import make_backend
     from quantgate.serve.run import engine_settings
 
-    backend = make_backend("vllm", max_model_len=8192, gpu_memory_utilization=0.85, compile_cache=compile_cache,
-                           extra_args=args)
+    backend = make_backend("vllm", max_model_len=8192, gpu_memory_utilization=gpu_memory_utilization,
+                           compile_cache=compile_cache, extra_args=args, startup_timeout_s=startup_timeout_s)
     server = backend.server(model, run_dir / "server.log")
-    offset = server.log_path.stat().st_size if server.log_path.is_file() else 0
+    server.env.update(env or {})
     server.start()
-    with open(server.log_path, "rb") as f:
-        f.seek(offset)
-        text = f.read().decode("utf-8", errors="replace")
+    text = server.log_text()  # this start's lines only
     return server, backend, engine_settings(backend, server, text), text
+
+
+def measure_levels(model: Path, pages: Path, server, backend, engine, text: str, run_dir: Path, *, levels: list[int],
+                   max_tokens: int, waves: float, setting: str, server_args_used: list[str], starts: list[dict]):
+    """Every concurrency level on a running server (quantgate's client, ignore_eos, ``waves`` per level): the
+    run's manifest (written as run_dir/run.json, with the kernels, command and engine settings of the start
+    that serves) and the variant's speed.json entry."""
+    from quantgate.serve import serve_variant
+    from quantgate.serve.backends.openai import OpenAIBackend
+
+    client = OpenAIBackend(endpoint=server.base_url, model=str(model))
+    m = serve_variant(model, pages, client, run_dir, concurrency=levels, max_tokens=max_tokens,
+                      ignore_eos=True, waves=waves, timeout_s=600, log=lambda s: print(s, flush=True))
+    facts = backend.read_log(text)
+    m.kernels, m.server_command, m.engine = facts.get("kernels", {}), server.command, engine
+    m.server_version = facts.get("server_version") or m.server_version
+    m.notes += [n for n in facts.get("notes", []) if n not in m.notes]
+    m.notes.append(f"served by quantgate's vllm backend ({setting}); requests sent with its openai client")
+    atomic_write_json(run_dir / "run.json", m.model_dump())
+    entry = {"setting": setting, "server_args": server_args_used, "starts": starts,
+             "server_start_s": starts[-1]["start_s"] if starts else None, "engine": engine.model_dump(),
+             **decode_bytes(model), "kernels": m.kernels, "levels": [lv.model_dump() for lv in m.levels],
+             "max_concurrency_within_slo": m.max_concurrency_within_slo}
+    return m, entry
 
 
 START_KEYS = ("start_s", "compile_start", "compile_s", "init_engine_s", "graph_capture_s")
@@ -181,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         finish(speed)
         return 0
     from quantgate.heldout import load_pageset
-    from quantgate.serve import serve_variant
-    from quantgate.serve.backends.openai import OpenAIBackend
 
     # Always set, and the same for every start: the device index must not differ between runs of a variant.
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
@@ -216,20 +239,13 @@ def main(argv: list[str] | None = None) -> int:
             if i < a.starts - 1:
                 server.stop()
         try:
-            client = OpenAIBackend(endpoint=server.base_url, model=str(model))
-            m = serve_variant(model, a.pages, client, run_dir, concurrency=a.levels, max_tokens=a.max_tokens,
-                              ignore_eos=True, waves=a.waves, timeout_s=600, log=lambda s: print(s, flush=True))
-            facts = backend.read_log(text)
-            m.kernels, m.server_command, m.engine = facts.get("kernels", {}), server.command, engine
-            m.server_version = facts.get("server_version") or m.server_version
-            m.notes += [n for n in facts.get("notes", []) if n not in m.notes]
-            m.notes.append(f"served by quantgate's vllm backend ({setting}); requests sent with its openai client")
-            atomic_write_json(run_dir / "run.json", m.model_dump())
-            entry = {"setting": setting, "server_args": used, "starts": starts, "server_start_s": starts[-1]["start_s"],
-                     "engine": engine.model_dump(), **decode_bytes(model), "kernels": m.kernels,
-                     "levels": [lv.model_dump() for lv in m.levels],
-                     "max_concurrency_within_slo": m.max_concurrency_within_slo}
+            m, entry = measure_levels(model, a.pages, server, backend, engine, text, run_dir, levels=a.levels,
+                                      max_tokens=a.max_tokens, waves=a.waves, setting=setting, server_args_used=used,
+                                      starts=starts)
             if v == a.harness_on:
+                from quantgate.serve.backends.openai import OpenAIBackend
+
+                client = OpenAIBackend(endpoint=server.base_url, model=str(model))
                 entry["harness"] = harness(a, server, model, held, ps, client)
             speed["variants"][key] = entry
             atomic_write_json(speed_path, speed)
@@ -266,17 +282,19 @@ def _baseline(speed: dict, key: str) -> dict | None:
 def finish(speed: dict) -> None:
     """Speedups over BF16 (same setting), the weight-read bound and the fraction of it reached at
     concurrency 1, start-up seconds, the engine settings; the tables."""
-    bw = speed["hbm_copy_gbs"] * 1e9
+    bw = (speed.get("hbm_copy_gbs") or 0) * 1e9  # none measured (a failed step, a dry run): no bound
     hdr = (f"{'variant':<22}{'size GB':>8}{'c':>4}{'pages/s':>9}{'out tok/s':>10}{'req tok/s':>10}{'TTFT p50':>9}"
            f"{'p90 lat':>8}{'speedup':>8}")
     print(hdr)
     for v, e in speed["variants"].items():
-        e["roofline_tok_s"] = bw / e["decode_weight_bytes"]
-        e["bound_ms_per_token"] = 1e3 / e["roofline_tok_s"]
+        if bw:
+            e["roofline_tok_s"] = bw / e["decode_weight_bytes"]
+            e["bound_ms_per_token"] = 1e3 / e["roofline_tok_s"]
         c1 = next((lv for lv in e["levels"] if lv["concurrency"] == 1), None)
         if c1 and c1["per_request_tokens_per_s_p50"]:
-            e["roofline_fraction_c1"] = c1["per_request_tokens_per_s_p50"] / e["roofline_tok_s"]
             e["ms_per_token_c1"] = 1e3 / c1["per_request_tokens_per_s_p50"]
+            if bw:
+                e["roofline_fraction_c1"] = c1["per_request_tokens_per_s_p50"] / e["roofline_tok_s"]
         base = _baseline(speed, v)
         for lv in e["levels"]:
             b = next((x for x in (base or {}).get("levels", []) if x["concurrency"] == lv["concurrency"]), None)
@@ -290,10 +308,12 @@ def finish(speed: dict) -> None:
           f"{'of bound':>9}  starts (s, compile cache)")
     for v, e in speed["variants"].items():
         frac = e.get("roofline_fraction_c1", math.nan)
-        starts = ", ".join(f"{s['start_s']:.0f} {s['compile_start']}" for s in e.get("starts", [])) or \
-            f"{e.get('server_start_s', math.nan):.0f}"
-        print(f"{v:<22}{e['decode_weight_bytes'] / 1e9:>9.2f}{e['roofline_tok_s']:>12.1f}{e['bound_ms_per_token']:>9.2f}"
-              f"{frac * e['roofline_tok_s']:>10.1f}{e.get('ms_per_token_c1', math.nan):>9.2f}{frac:>9.0%}  {starts}")
+        starts = ", ".join(f"{s['start_s'] or math.nan:.0f} {s['compile_start']}" for s in e.get("starts", [])) or \
+            f"{e.get('server_start_s') or math.nan:.0f}"
+        c1_tok_s = 1e3 / e["ms_per_token_c1"] if e.get("ms_per_token_c1") else math.nan
+        print(f"{v:<22}{e['decode_weight_bytes'] / 1e9:>9.2f}{e.get('roofline_tok_s', math.nan):>12.1f}"
+              f"{e.get('bound_ms_per_token', math.nan):>9.2f}{c1_tok_s:>10.1f}{e.get('ms_per_token_c1', math.nan):>9.2f}"
+              f"{frac:>9.0%}  {starts}")
         if "harness" in e:
             print(f"  harness on {v}: quantgate / vllm bench output tok/s = {e['harness']['mean_ratio']:.3f}")
     print("\nengine settings (from each variant's serving start):")

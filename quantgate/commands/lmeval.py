@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, nonnegative_int, positive_float, positive_int
+from quantgate.commands._args import existing_path, int_range, nonnegative_int, positive_float, positive_int
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
@@ -30,12 +30,15 @@ def register(sub) -> None:
     c = sub.add_parser("lmeval-compare", help="paired verdicts between two lmeval outputs",
                        description="Per task and metric: both scores with lm-eval's stderr, the recovery ratio "
                        "(1.0 = parity, oriented by the metric's direction) and a paired bootstrap verdict over "
-                       "the logged samples. Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
+                       "the logged samples, against a declared margin (non-inferiority, one-sided 95%%; fewer than "
+                       "30 samples: inconclusive). Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
     c.add_argument("baseline", type=existing_path)
     c.add_argument("candidate", type=existing_path)
-    c.add_argument("--margin", type=positive_float, default=0.02, help="equivalence margin in the metric's units, "
-                   "> 0 (default 0.02, as a study's lm_eval.margin)")
+    c.add_argument("--margin", type=positive_float, default=None, help="declared margin in the metrics' units, a "
+                   "finite number > 0 (default 0.02, as a study's lm_eval.margin)")
     c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--min-pages", type=int_range(2), default=None, help="samples below which a verdict is "
+                   "inconclusive (default: the calibrated 30; lower only for smoke tests, at least 2)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
 
@@ -68,15 +71,20 @@ def cmd_compare(a: argparse.Namespace) -> int:
     import json
 
     from quantgate.lmeval import compare_lmeval
+    from quantgate.study.spec import LmEvalSpec
 
-    rows = compare_lmeval(a.baseline, a.candidate, default_margin=a.margin, seed=a.seed)
+    margin = a.margin if a.margin is not None else LmEvalSpec.model_fields["margin"].default
+    more = {"min_pages": a.min_pages} if a.min_pages else {}
+    rows = compare_lmeval(a.baseline, a.candidate, default_margin=margin, seed=a.seed, **more)
     if a.json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
             rec = "–" if r["recovery"] is None else f"{r['recovery']:.3f}"
-            print(f"{r['verdict']:<13} {r['task']} {r['metric']}: {r['baseline']:.4f} -> {r['candidate']:.4f} "
-                  f"(recovery {rec}), delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, {r['ci_high']:+.4f}], "
-                  f"margin {r['margin']:.4f}, n {r['n']}")
+            print(f"{r['verdict']:<13} {r['task']} {r['metric']} ({r['reason']}): {r['baseline']:.4f} -> "
+                  f"{r['candidate']:.4f} (recovery {rec}), delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
+                  f"{r['ci_high']:+.4f}] (one-sided 95% bounds), margin {r['margin']:.4f}, n {r['n']}")
+            if r["verdict"] != "within_noise":
+                print(f"  {r['message']}")
     verdicts = {r["verdict"] for r in rows}
-    return 1 if "regression" in verdicts else 2 if "inconclusive" in verdicts or not rows else 0
+    return 1 if verdicts & {"regression", "not_equivalent"} else 2 if "inconclusive" in verdicts or not rows else 0

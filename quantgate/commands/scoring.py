@@ -32,7 +32,7 @@ Pair two score files by page and test the mean page difference against a declare
 (docs/statistics.md). Default: non-inferiority, one-sided at 95%:
   within_noise  the candidate is at worst MARGIN worse (the 90% interval's lower end is above -margin)
   regression    it is worse by more than MARGIN (the whole interval lies beyond -margin)
-  inconclusive  neither, fewer than 20 pages, or a noise floor above the margin; the verdict says
+  inconclusive  neither, fewer than 30 pages, or a noise floor above the margin; the verdict says
                 why (reason) and how many pages would decide it at 80% power
 The interval is a seeded studentized bootstrap (Hall's skewness-corrected t). --noise (the baseline
 scored again, e.g. at another concurrency, on the same pages) gives the noise floor: shown beside the

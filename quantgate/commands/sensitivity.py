@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, print_json
+from quantgate.commands._args import existing_path, float_range, int_range, positive_float, positive_int, print_json
 
 SENS_EPILOG = """\
 how it works:
@@ -54,17 +54,17 @@ def register(sub) -> None:
     s.add_argument("--formats", default="fp8,nvfp4,w4a16,w2a16",
                    help="comma-separated: fp8, fp8-static, nvfp4, nvfp4a16, w4a16, w2a16 (default fp8,nvfp4,w4a16,w2a16)")
     s.add_argument("-o", "--output", required=True, type=Path, help="sensitivity JSON to write")
-    s.add_argument("--samples", type=int, default=16, help="calibration pages to use (default 16)")
-    s.add_argument("--max-new-tokens", type=int, default=256, help="longest BF16 answer scored per page (default 256)")
-    s.add_argument("--max-seq-len", type=int, default=4096)
+    s.add_argument("--samples", type=positive_int, default=16, help="calibration pages to use (default 16)")
+    s.add_argument("--max-new-tokens", type=positive_int, default=256, help="longest BF16 answer scored per page (default 256)")
+    s.add_argument("--max-seq-len", type=int_range(64), default=4096)
     s.add_argument("--prompt", help="the study's prompt (default: quantgate's markdown prompt)")
     s.add_argument("--allow-vision", action="store_true", help="also measure vision blocks and the projector")
     s.add_argument("--keep-bf16", action="append", metavar="REGEX",
                    help="modules never quantized (repeatable; default: Gated DeltaNet in_proj_a/b, as in the mixed "
                    "preset); pass --keep-bf16 '' to keep none")
-    s.add_argument("--bandwidth", type=float, metavar="GB/s",
+    s.add_argument("--bandwidth", type=positive_float, metavar="GB/s",
                    help="memory bandwidth for the modelled decode time (default 4800, the H200 spec sheet)")
-    s.add_argument("--batch-pages", type=int, default=16, help="pages per forward (default 16)")
+    s.add_argument("--batch-pages", type=positive_int, default=16, help="pages per forward (default 16)")
     s.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1 ...")
     s.add_argument("--overwrite", action="store_true", help="discard an earlier run's records with other inputs")
     s.add_argument("--trust-remote-code", action="store_true")
@@ -78,8 +78,8 @@ def register(sub) -> None:
     r.add_argument("sensitivity", type=existing_path)
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (4.1MB, 3GB)")
-    g.add_argument("--effective-bits", type=float, metavar="B", help="average bits per quantizable weight")
-    g.add_argument("--speedup", type=float, metavar="S", help="modelled decode speed-up over BF16")
+    g.add_argument("--effective-bits", type=float_range(0, 16, lo_open=True), metavar="B", help="average bits per quantizable weight")
+    g.add_argument("--speedup", type=float_range(1, lo_open=True), metavar="S", help="modelled decode speed-up over BF16")
     r.add_argument("-o", "--output", required=True, type=Path, help="recipe YAML to write")
     r.add_argument("--model", type=existing_path, help="refuse if the sensitivity file was measured on other weights")
     r.add_argument("--formats", help="only these measured formats (comma-separated), e.g. to leave out w2a16")

@@ -42,8 +42,12 @@ def register(sub) -> None:
     s = sub.add_parser("study", help="run a whole study from one YAML (resumable)",
                        description="Quantize every variant, serve each at the study's concurrency levels, score, "
                        "compare with the baseline (its second concurrency level is the noise run) and write "
-                       "summary.json, report.md, report.html and junit.xml. Stop it anywhere; rerun to resume. "
-                       "See docs/study.md for the YAML.")
+                       "summary.json, report.md, report.html and junit.xml. Each metric is judged against its "
+                       "declared margin (the study's margins:, else the registry's: ned 0.01, cer 0.01, wer 0.02, "
+                       "bow_f1 0.01, table_teds 0.02, checks 0.02), non-inferiority at one-sided 95%% by default "
+                       "(test: equivalence | exact); fewer than min_pages (30) pages give inconclusive. Margins, "
+                       "seed, resamples and min_pages are checked before any work starts. Stop it anywhere; rerun "
+                       "to resume. See docs/study.md for the YAML.")
     s.add_argument("study", type=existing_path)
     s.add_argument("-o", "--output", type=Path, help="output folder (default: the study's 'output')")
     s.set_defaults(func=cmd_study)
@@ -52,16 +56,29 @@ def register(sub) -> None:
     r.add_argument("out", type=existing_path)
     r.set_defaults(func=cmd_report)
 
-    g = sub.add_parser("gate", help="exit code for a release pipeline",
-                       description="Exit 0 when every checked verdict is within_noise, 1 when any is a regression, "
-                       "2 when any is inconclusive (none regressed), 3 when the study is incomplete or its weights "
-                       "changed since the verdicts (every weight file is re-hashed).")
+    g = sub.add_parser("gate", help="exit code for a release pipeline, from a finished study folder",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="""\
+Check a finished study folder, wherever it is and wherever the gate runs from (every path in it is
+relative to it): re-hash the variants' weights, the judged pages.jsonl, the score files and lm-eval's
+files; make every verdict again from the score files with the study's margins, seed, resamples,
+min_pages and test; require summary.json to hold exactly those verdicts. Then:
+  0  every checked verdict is within_noise (the only word that passes)
+  1  a regression that stays one after Holm's adjustment over the study's verdicts, or not_equivalent
+  2  anything else short of a pass: inconclusive, or a regression Holm does not confirm
+  3  invalid: summary.json missing, malformed or from another schema; the study incomplete; a verdict
+     missing, extra or unlike what the files give; a bad margin; any file changed (one line names it)
+docs/study.md explains the family rule.""")
     g.add_argument("out", type=existing_path)
-    g.add_argument("--metrics", help="comma list of metrics to check (default: all)")
+    g.add_argument("--metrics", help="comma list of metrics to check (default: all; every verdict is still remade "
+                   "and compared with summary.json)")
     g.add_argument("--variants", help="comma list of variants to check (default: all)")
     g.add_argument("--require", choices=["within_noise"], default="within_noise",
                    help="what passes (within_noise: the interval clears the margin)")
     g.add_argument("--lmeval", action="store_true", help="the study's lm-eval verdicts must pass too")
+    g.add_argument("--study", type=existing_path, metavar="STUDY.yaml",
+                   help="the study file the folder must come from (e.g. the one in your repository): its margins, "
+                   "variants and settings must equal those summary.json echoes")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -73,32 +90,41 @@ def register(sub) -> None:
     d.add_argument("--pages", type=int_range(2), action=DemoPages, default=40, help="synthetic pages, >= 2 (about "
                    "80%% held out; default 40); fewer than the verdict's held-out minimum asks for is warned about")
     d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
+    d.add_argument("--min-pages", type=int_range(2), default=None,
+                   help="judge on fewer pages than the calibrated minimum of 30 (at least 2): for smoke tests with "
+                   "small --pages only; the report and the gate say the verdicts are not calibrated")
     d.set_defaults(func=cmd_demo)
+
 
 
 def _print_verdicts(rep: dict) -> None:
     from quantgate.reports.markdown import ICON
 
-    print(f"{'variant':<16}{'metric':<9}{'verdict':<20}{'delta':>9}   90% CI               margin    n")
+    print(f"{'variant':<16}{'metric':<9}{'verdict':<18}{'reason':<21}{'delta':>8}  one-sided 95% bounds  margin  "
+          "noise floor    n")
     for v in rep["verdicts"]:
-        print(f"{v['variant']:<16}{v['metric']:<9}{ICON[v['verdict']]:<20}{v['delta']:>+9.4f}   "
-              f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]  {v['margin']:.4f}  {v['n']:>4}")
-    lm = (rep.get("lm_eval") or {}).get("verdicts", [])
+        floor = "–" if v["noise_floor"] is None else f"{v['noise_floor']:.4f}"
+        print(f"{v['variant']:<16}{v['metric']:<9}{ICON[v['verdict']]:<18}{v['reason']:<21}{v['delta']:>+8.4f}  "
+              f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]  {v['margin']:.4f}  {floor:<11}{v['n']:>4}")
+        if v["verdict"] != "within_noise":
+            print(f"{'':<16}{v['message']}")
+    lm = (rep.get("lm_eval") or {}).get("verdicts") or []
     if lm:
         print("lm-eval (paired over the logged samples):")
     for v in lm:
         rec = "–" if v["recovery"] is None else f"{v['recovery']:.3f}"
-        print(f"{v['variant']:<16}{v['task']} {v['metric']}: {v['baseline']:.3f} -> {v['candidate']:.3f} "
-              f"(recovery {rec})  {ICON[v['verdict']]}  {v['delta']:+.4f} [{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]"
-              f"  margin {v['margin']:.4f}  n {v['n']}")
+        print(f"{v['variant']:<16}{v['task']} {v['metric']}: {v['baseline']:.3f} -> {v['candidate']:.3f} (recovery "
+              f"{rec})  {ICON[v['verdict']]} ({v['reason']})  {v['delta']:+.4f} [{v['ci_low']:+.4f}, "
+              f"{v['ci_high']:+.4f}]  margin {v['margin']:.4f}  n {v['n']}")
 
 
 def cmd_study(a: argparse.Namespace) -> int:
-    from quantgate.study import run_study
+    from quantgate.study import load_study, run_study
+    from quantgate.study.run import study_output
 
-    rep = run_study(a.study, a.output, log=lambda s: print(s, file=sys.stderr))
+    out = study_output(a.study, load_study(a.study), a.output)
+    rep = run_study(a.study, out, log=lambda s: print(s, file=sys.stderr))
     _print_verdicts(rep)
-    out = Path(rep["variants"][0]["path"]).parent.parent
     print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml)")
     return 0
 
@@ -113,20 +139,24 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
-    from quantgate.reports import gate
+    from quantgate.study import gate
 
     code, lines = gate(a.out, a.metrics.split(",") if a.metrics else None,
-                       a.variants.split(",") if a.variants else None, lmeval=a.lmeval)
+                       a.variants.split(",") if a.variants else None, lmeval=a.lmeval, study=a.study)
+    if code == 3:
+        print(f"INVALID: {lines[0]}")  # one line: what cannot be trusted, and the file
+        return code
     for line in lines:
         print(line)
-    print({0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED: inconclusive", 3: "INVALID"}[code])
+    print({0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
     return code
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
     from quantgate.demo import run_demo
 
-    rep = run_demo(a.output, a.pages, a.variants.split(","), log=lambda s: print(s, file=sys.stderr))
+    rep = run_demo(a.output, a.pages, a.variants.split(","), log=lambda s: print(s, file=sys.stderr),
+                   min_pages=a.min_pages)
     _print_verdicts(rep)
     print(f"report: {a.output / 'report.html'} (also report.md, summary.json, junit.xml)")
     return 0

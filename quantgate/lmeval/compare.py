@@ -13,6 +13,7 @@ from pathlib import Path
 from quantgate.errors import InputError
 from quantgate.lmeval.run import load_lmeval
 from quantgate.scoring.compare import compare_scores
+from quantgate.scoring.stats import DEFAULT_RESAMPLES, MIN_PAGES
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -21,9 +22,13 @@ def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
 
 
 def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str, float] | None = None,
-                   default_margin: float = 0.0, seed: int = 0, n_resamples: int = 10_000,
+                   default_margin: float | None = None, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
+                   min_pages: int = MIN_PAGES, equivalence: bool = False,
                    names: tuple[str, str] = ("baseline", "candidate")) -> list[dict]:
-    """One row per task × metric (``metric,filter`` as lm-eval names it)."""
+    """One row per task × metric (``metric,filter`` as lm-eval names it): lm-eval's scores, the
+    recovery ratio and every field of the paired ``Verdict`` over the logged samples (a sample is a
+    page here: ``min_pages`` applies to them). lm-eval's metrics are outside quantgate's registry, so
+    each needs a margin: ``margins["task/metric"]``, ``margins["metric"]`` or ``default_margin``."""
     margins = margins or {}
     brun, bs = load_lmeval(baseline_dir)
     crun, cs = load_lmeval(candidate_dir)
@@ -38,13 +43,17 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
                 continue
             name = key.split(",")[0]
             margin = margins.get(f"{task}/{name}", margins.get(name, default_margin))
+            if margin is None:
+                raise InputError(f"lm-eval {task} {name}: no margin declared; give one in the metric's units "
+                                 "(lmeval-compare --margin, or a study's lm_eval.margin / lm_eval.margins)")
             base_rows = {d: {key: r["metrics"].get(key)} for d, r in bs.get(task, {}).items()}
             cand_rows = {d: {key: r["metrics"].get(key)} for d, r in cs.get(task, {}).items()}
             v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
+                               min_pages=min_pages, equivalence=equivalence,
                                names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
-            rows.append({"task": task, "metric": key, "baseline": b.value, "baseline_stderr": b.stderr,
+            rows.append({"task": task, **v.model_dump(), "baseline": b.value, "baseline_stderr": b.stderr,
                          "candidate": c.value, "candidate_stderr": c.stderr,
-                         "recovery": recovery(b.value, c.value, b.higher_is_better), **_verdict_fields(v)})
+                         "recovery": recovery(b.value, c.value, b.higher_is_better)})
     return rows
 
 
@@ -57,9 +66,3 @@ def _same_documents(task: str, base: dict[str, dict], cand: dict[str, dict], bdi
         raise InputError(f"lm-eval task {task}: {len(differ)} document(s) differ between {bdir} and {cdir} under the "
                          f"same id (doc_hash), first {differ[0]!r}: the runs evaluated different data; rerun both "
                          "with the same task files")
-
-
-def _verdict_fields(v) -> dict:
-    d = v.model_dump()
-    return {k: d[k] for k in ("verdict", "higher_is_better", "n", "delta", "ci_low", "ci_high", "margin",
-                              "confidence", "seed", "n_resamples", "missing_pages")}

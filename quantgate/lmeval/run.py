@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_json, atomic_write_text, read_jsonl, safe_join
+from quantgate.fileio import atomic_write_json, atomic_write_text, read_jsonl, recorded_path, safe_join
 from quantgate.records_files import LmEvalRun, MetricResult, read_record_file
 
 RESULT = "lmeval.json"
@@ -57,7 +57,10 @@ def _register_model() -> None:
 
 
 def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_path: Path | None = None,
-               limit: int | None = None, concurrent: int = 1, log=print) -> LmEvalRun:
+               limit: int | None = None, concurrent: int = 1, record_root: Path | None = None,
+               log=print) -> LmEvalRun:
+    """``record_root``: lmeval.json records the variant and include paths relative to it when they lie
+    inside it (a study passes its folder; see ``fileio.recorded_path``)."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -86,8 +89,9 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
                                       use_cache=str(out / "lm_cache"), random_seed=0, numpy_random_seed=0,
                                       torch_random_seed=0, fewshot_random_seed=0)
     fingerprint = weights_fingerprint(Path(variant)) if backend.serves_local_weights else None
-    run = LmEvalRun(variant=str(variant), variant_fingerprint=fingerprint,
-                    backend=backend.name, tasks=tasks, include_path=str(include_path) if include_path else None,
+    run = LmEvalRun(variant=recorded_path(variant, record_root) if backend.serves_local_weights else str(variant),
+                    variant_fingerprint=fingerprint, backend=backend.name, tasks=tasks,
+                    include_path=recorded_path(include_path, record_root) if include_path else None,
                     limit=limit, lm_eval_version=md.version("lm_eval"))
     hib = res.get("higher_is_better", {})
     for task in tasks:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
-from quantgate.fileio import atomic_write_json, sha256_file
+from quantgate.fileio import atomic_write_json, recorded_path, sha256_file
 from quantgate.provenance import package_versions
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
 from quantgate.records_files import VariantManifest
@@ -157,7 +157,9 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
-             log=print) -> dict:
+             record_root: Path | None = None, log=print) -> dict:
+    """``record_root``: quantgate.json records the source and calibration paths relative to it when
+    they lie inside it (a study passes its folder; see ``fileio.recorded_path``)."""
     # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     from quantgate.modeldir import check_chat_template
@@ -205,7 +207,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
         try:
             return _build(model_dir, recipe, out, tmp, plan, kinds, fp, t0, calibration=calibration, samples=samples,
                           max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
-                          needs_data=needs_data, trust_remote_code=trust_remote_code, device=device, log=log)
+                          needs_data=needs_data, trust_remote_code=trust_remote_code, device=device,
+                          record_root=record_root, log=log)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
@@ -217,7 +220,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
 
 def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, kinds: dict, fp: dict, t0: float, *,
            calibration, samples, max_seq_len, prompt, pipeline, text_only, needs_data, trust_remote_code, device,
-           log) -> dict:
+           record_root=None, log) -> dict:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -277,12 +280,12 @@ def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, ki
     weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
     manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
         "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
-        "source_model": str(model_dir), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
+        "source_model": recorded_path(model_dir, record_root), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
                                                   "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
                                                   "llmcompressor": lc_recipe},
         "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
         "verification": verification,
-        "calibration": {"pageset": str(calibration) if cal_ids else None, "page_ids": cal_ids,
+        "calibration": {"pageset": recorded_path(calibration, record_root) if cal_ids else None, "page_ids": cal_ids,
                         "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
                         "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
         "inputs": fp, "packages": package_versions(_PKGS), "files": files,

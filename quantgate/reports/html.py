@@ -11,7 +11,9 @@ from quantgate.reports.engine import engine_differences, engine_table
 from quantgate.reports.schema import Summary, numerics_rows
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
-WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive"}
+WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
+        "not_equivalent": "NOT EQUIVALENT"}
+COLOR = {"within_noise": "tab:green", "regression": "tab:red", "not_equivalent": "tab:red", "inconclusive": "tab:orange"}
 
 
 def _svg(fig) -> str:
@@ -37,16 +39,23 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     vs = [v for v in r.verdicts if v.metric == metric]
     if vs:
         fig, ax = plt.subplots(figsize=(5.2, 0.5 + 0.45 * len(vs)))
-        m = max(v.margin for v in vs)
         sign = 1 if vs[0].higher_is_better else -1
-        ax.axvspan(-m if sign > 0 else -m, m, color="#dfe9f7", label="± margin (noise band)")
+        # the margin on the bad side of zero (and the other side for equivalence), per row: each verdict's own
+        for i, v in enumerate(vs):
+            bad = -sign * v.margin
+            ax.plot([bad, bad], [i - 0.35, i + 0.35], color="tab:red", lw=1.2, label="declared margin" if i == 0 else None)
+            if v.test == "equivalence":
+                ax.plot([-bad, -bad], [i - 0.35, i + 0.35], color="tab:red", lw=1.2)
+            if v.noise_floor is not None:
+                ax.plot([-v.noise_floor, v.noise_floor], [i, i], color="#bbb", lw=9, solid_capstyle="butt",
+                        label="noise floor (baseline vs itself)" if i == 0 else None, zorder=1)
         ax.axvline(0, color="#888", lw=0.8)
         for i, v in enumerate(vs):
-            color = {"within_noise": "tab:green", "regression": "tab:red", "inconclusive": "tab:orange"}[v.verdict]
-            ax.plot([v.ci_low, v.ci_high], [i, i], color=color, lw=4)
-            ax.plot([v.delta], [i], "o", color="black", ms=4)
+            ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
+            ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
         ax.set_yticks(range(len(vs)), [v.variant for v in vs])
-        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better), 90% CI")
+        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: one-sided "
+                      f"{1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)")
         ax.legend(loc="best", fontsize=8)
         out.append(("Verdicts", _svg(fig)))
     c0 = str(r.compare_level)
@@ -75,7 +84,7 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     for v in r.variants:
         xs = [lv.concurrency for lv in v.levels]
         a1.plot(xs, [lv.pages_per_s for lv in v.levels], "o-", label=v.name)
-        a2.plot(xs, [lv.latency_s["p90"] or 0 for lv in v.levels], "o-", label=v.name)
+        a2.plot(xs, [lv.latency_s.get("p90") or 0 for lv in v.levels], "o-", label=v.name)
     a1.set_xlabel("concurrency"); a1.set_ylabel("pages/s"); a2.set_xlabel("concurrency"); a2.set_ylabel("p90 latency (s)")  # noqa: E702
     a2.axhline(r.study["slo_s"], color="tab:red", lw=0.8, ls=":", label="SLO")
     a1.legend(fontsize=7); a2.legend(fontsize=7)  # noqa: E702
@@ -119,7 +128,10 @@ def render_html(r: Summary, sections: list | tuple = ()) -> str:
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
+    from quantgate.reports.markdown import below_minimum, test_line
+
     engine_cols, engine_rows = engine_table(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
                                                      engine_rows=engine_rows, engine_notes=engine_differences(r),
-                                                     numerics=numerics_rows(r), sections=sections)
+                                                     numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
+                                                     warn=below_minimum(r), sections=sections)

@@ -1,15 +1,68 @@
-"""report.md: fits a pull-request comment — verdicts first, then speed."""
+"""report.md: fits a pull-request comment — what was tested, the verdicts with their reasons, then speed."""
 
 from __future__ import annotations
 
 from quantgate.reports.engine import engine_differences, engine_table
 from quantgate.reports.schema import Summary, numerics_rows
 
-ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive"}
+ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive",
+        "not_equivalent": "❌ not equivalent"}
+# The calibrated minimum of pages (quantgate.scoring.stats.MIN_PAGES; reports import no other stage,
+# a test keeps the two equal).
+CALIBRATED_MIN_PAGES = 30
+TEST = {"non_inferiority": "non-inferiority", "equivalence": "equivalence (two one-sided tests)",
+        "exact": "exact: identical outputs"}
 
 
 def _f(x, spec=".4f"):
     return "–" if x is None else format(x, spec)
+
+
+def test_line(r: Summary) -> str:
+    """What the verdicts test, at which level, and what the columns mean — one paragraph."""
+    st = r.study
+    vs = list(r.verdicts) + list(r.lm_eval.verdicts if r.lm_eval else [])
+    alpha, conf = (vs[0].alpha, vs[0].confidence) if vs else (0.05, 0.90)
+    return (f"Test: **{TEST[st['test']]}** against each metric's declared margin, at one-sided {1 - alpha:.0%}: the "
+            f"bounds are the ends of the {conf:.0%} interval (seeded bootstrap, {st['resamples']} resamples, seed "
+            f"{st['seed']}). The noise floor is how far the baseline moves against itself when re-run (a one-sided "
+            f"{1 - alpha:.0%} bound): shown, never added to the margin; above the margin the verdict is "
+            f"inconclusive. Fewer than {st['min_pages']} pages: inconclusive. Regressions are called after Holm's "
+            f"adjustment over the study's {len(vs)} verdicts (p Holm); pages needed: at {vs[0].power:.0%} power, "
+            f"{vs[0].pages_needed_method}." if vs else "")
+
+
+def below_minimum(r: Summary) -> str | None:
+    mp = r.study["min_pages"]
+    if mp >= CALIBRATED_MIN_PAGES:
+        return None
+    return (f"min_pages is {mp}, below the calibrated minimum of {CALIBRATED_MIN_PAGES}: verdicts on fewer than "
+            f"{CALIBRATED_MIN_PAGES} pages are a smoke test, not calibrated (docs/statistics.md)")
+
+
+def _bounds(v) -> str:
+    return f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] {v.interval}"
+
+
+def _floor(v) -> str:
+    return "–" if v.noise_floor is None else f"{v.noise_floor:.4f} ({_f(v.noise_delta, '+.4f')})"
+
+
+def _pval(p, resamples: int) -> str:
+    # 0 means no resample reached the margin: below the resolution, 1/(2 × resamples)
+    return "–" if p is None else f"< {1 / (2 * max(resamples, 1)):.2g}" if p == 0 else f"{p:.3g}"
+
+
+def _p(v) -> str:
+    return f"{_pval(v.p_regression, v.n_resamples)} ({_pval(v.p_regression_holm, v.n_resamples)})"
+
+
+def _pages(v) -> str:
+    return f"{v.n}" + ("" if v.pages_changed is None else f" ({v.pages_changed} of {v.pages_compared} changed)")
+
+
+def _verdict(v) -> str:
+    return ICON[v.verdict] + (f" (≈{v.pages_needed} pages to decide)" if v.pages_needed else "")
 
 
 def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
@@ -18,14 +71,17 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     lines = [f"# quantgate: {st['name']}", "",
              f"Baseline **{r.baseline}**, compared at concurrency {r.compare_level}"
              + (f", noise run: baseline at concurrency {r.noise_level}" if r.noise_level else ", no noise run")
-             + f". Split `{st['split']}`." + ("" if r.complete else " **Incomplete study.**"), "",
-             "| variant | metric | verdict | Δ (cand − base) | 90% CI | margin | noise floor | pages |",
-             "|---|---|---|---|---|---|---|---|"]
+             + f". Split `{st['split']}`." + ("" if r.complete else " **Incomplete study.**"), "", test_line(r), ""]
+    warn = below_minimum(r)
+    if warn:
+        lines += [f"> ⚠️ **{warn}**", ""]
+    lines += ["| variant | metric | verdict | reason | Δ (cand − base) | one-sided 95% bounds | margin | noise floor "
+              "(shift) | p regression (Holm) | pages |", "|---|---|---|---|---|---|---|---|---|---|"]
     for v in r.verdicts:
         better = "↑" if v.higher_is_better else "↓"
-        need = f" (≈{v.pages_needed} pages to decide)" if v.pages_needed else ""
-        lines.append(f"| {v.variant} | {v.metric} {better} | {ICON[v.verdict]}{need} | {v.delta:+.4f} | "
-                     f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] | {v.margin:.4f} | {_f(v.noise_floor)} | {v.n} |")
+        lines.append(f"| {v.variant} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
+                     f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} |")
+    lines += [""] + [f"- **{v.variant} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
     lines += _lmeval_lines(r)
     lines += ["", "## Speed", "",
               "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
@@ -34,8 +90,8 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
         for lv in v.levels:
             sp = v.speedup.get(str(lv.concurrency))
             lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {_f(sp, '.2f')}× | "
-                         f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s['p50'], '.2f')} | "
-                         f"{_f(lv.latency_s['p90'], '.2f')} | {lv.n_errors} |")
+                         f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
+                         f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
     lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
@@ -52,9 +108,8 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     lines += list(sections)
     p = r.provenance
-    lines += ["", f"<sub>{p.statistics}; seed {st['seed']}, {st['resamples']} resamples. quantgate "
-              f"{p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, page set "
-              f"{p.pageset_sha256[:12]}.</sub>", ""]
+    lines += ["", f"<sub>{p.statistics}. quantgate {p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, "
+              f"page set {p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
 
 
@@ -73,13 +128,14 @@ def _lmeval_lines(r: Summary) -> list[str]:
     if not r.lm_eval:
         return []
     out = ["", "## Standard benchmarks (lm-eval)", "",
-           "Score ± lm-eval's stderr; recovery = candidate/baseline oriented so 1.0 is parity; the verdict is a "
-           "paired bootstrap over the logged samples.", "",
-           "| variant | task | metric | baseline | candidate | recovery | verdict | Δ | 90% CI | margin | n |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "Score ± lm-eval's stderr; recovery = candidate/baseline oriented so 1.0 is parity; the verdict is the "
+           "same paired test over the logged samples (a sample counts as a page).", "",
+           "| variant | task | metric | baseline | candidate | recovery | verdict | reason | Δ | one-sided 95% bounds | "
+           "margin | p regression (Holm) | n |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in r.lm_eval.verdicts:
         out.append(f"| {v.variant} | {v.task} | {v.metric} {'↑' if v.higher_is_better else '↓'} | "
                    f"{v.baseline:.4f} ± {_f(v.baseline_stderr)} | {v.candidate:.4f} ± {_f(v.candidate_stderr)} | "
-                   f"{_f(v.recovery, '.3f')} | {ICON[v.verdict]} | {v.delta:+.4f} | "
-                   f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] | {v.margin:.4f} | {v.n} |")
+                   f"{_f(v.recovery, '.3f')} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | {_bounds(v)} | "
+                   f"{v.margin:.4f} | {_p(v)} | {v.n} |")
+    out += [""] + [f"- **{v.variant} × {v.task} {v.metric}** ({v.reason}): {v.message}" for v in r.lm_eval.verdicts]
     return out

@@ -6,31 +6,34 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from quantgate.fileio import sha256_file
+from quantgate.errors import InputError
 from quantgate.provenance import git_commit, package_versions
 from quantgate.records import RunManifest, parse_record
 from quantgate.records_files import VariantManifest, read_record_file
 from quantgate.reports.schema import SUMMARY, Summary, as_summary, load_summary
 
 SCHEMA_VERSION = Summary.model_fields["schema_version"].default
-__all__ = ["build_report", "build_summary", "load_summary", "rehash", "write_reports"]
+__all__ = ["build_report", "build_summary", "load_summary", "statistics_text", "write_reports"]
 _PKGS = ["quantgate", "torch", "transformers", "llmcompressor", "compressed-tensors", "rapidfuzz", "numpy"]
 
 
 def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
                   compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                  lm_eval: dict | None = None) -> Summary:
+                  lm_eval: dict | None = None, *, inputs: dict) -> Summary:
     """The report of a finished study: each variant's quantgate.json and run.json are read through
-    their models, so a malformed or foreign manifest stops here with the file and field named."""
+    their models, so a malformed or foreign manifest stops here with the file and field named.
+    Variant paths are recorded relative to the study folder ``out`` (and must lie inside it), so a
+    moved or copied study stays valid; ``inputs`` is what the gate needs to make the verdicts again."""
     variants = []
     runs: dict[str, RunManifest] = {}
     for name, vdir in variant_dirs.items():
+        rel = _inside(vdir, out)
         man = read_record_file(VariantManifest, Path(vdir) / "quantgate.json", missing="rerun `quantgate study`")
         run = read_record_file(RunManifest, out / "runs" / name / "run.json", missing="rerun `quantgate study`")
         runs[name] = run
         variants.append({
             "name": name, "recipe": man.recipe.name, "recipe_sha256": _sha(man.recipe.text),
-            "path": str(vdir), "weights_bytes": man.size.weights_bytes, "compression": man.size.compression,
+            "path": rel, "weights_bytes": man.size.weights_bytes, "compression": man.size.compression,
             "formats": man.verification.formats, "vision_bf16": man.verification.vision_bf16,
             "files": {k: v.sha256 for k, v in man.files.items()},
             "kernels": run.kernels, "numerics": run.numerics, "notes": run.notes, "server_version": run.server_version,
@@ -51,17 +54,39 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
-                       "statistics": "paired percentile bootstrap over pages, 90% interval (two one-sided 5% tests), "
-                                     "margin = max(study margin, baseline noise floor)"},
+                       "statistics": statistics_text(study, verdicts + list((lm_eval or {}).get("verdicts") or []))},
+        "inputs": inputs,
     }, where=f"{out}: the report being built")
+
+
+def statistics_text(study: dict, verdicts: list[dict]) -> str:
+    """One paragraph: which test, at which level, on which interval, and how the family is read."""
+    v = verdicts[0] if verdicts else {}
+    alpha, conf = v.get("alpha", 0.05), v.get("confidence", 0.90)
+    test = {"non_inferiority": "non-inferiority", "equivalence": "equivalence (two one-sided tests)",
+            "exact": "exact (identical outputs)"}[study.get("test", "non_inferiority")]
+    intervals = sorted({x["interval"] for x in verdicts}) or ["studentized_hall"]
+    return (f"paired by page; {test} against each metric's declared margin, one-sided {1 - alpha:.0%} bounds (the "
+            f"ends of the {conf:.0%} interval; intervals used: {', '.join(intervals)}; {study['resamples']} bootstrap "
+            f"resamples, seed {study['seed']}); the noise floor (the baseline re-run) is shown beside each verdict, never added "
+            f"to the margin, and above it makes the verdict inconclusive; fewer than {study['min_pages']} pages: "
+            f"inconclusive; regression calls Holm-adjusted over the study's {len(verdicts)} verdicts "
+            "(p_regression_holm); the gate passes only when every verdict it checks is within_noise")
+
+
+def _inside(path: Path, out: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        raise InputError(f"{path} lies outside the study folder {out}; a study keeps its variants inside it") from None
 
 
 def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
                  compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                 lm_eval: dict | None = None) -> dict:
+                 lm_eval: dict | None = None, *, inputs: dict) -> dict:
     """:func:`build_summary` as the plain dict written to summary.json (what the study returns)."""
     return build_summary(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst,
-                         lm_eval=lm_eval).model_dump()
+                         lm_eval=lm_eval, inputs=inputs).model_dump()
 
 
 def _sha(text: str) -> str:
@@ -83,16 +108,3 @@ def write_reports(report: Summary | dict, out: Path) -> None:
     atomic_write_text(out / "report.md", render_markdown(rep, markdown_lines(out)))
     atomic_write_text(out / "report.html", render_html(rep, html_sections(out)))
     atomic_write_text(out / "junit.xml", render_junit(rep))
-
-
-def rehash(report: Summary) -> list[str]:
-    """Weight files that changed (or vanished) since the verdicts were made."""
-    changed = []
-    for v in report.variants:
-        for name, sha in v.files.items():
-            p = Path(v.path) / name
-            if not p.is_file():
-                changed.append(f"{p} is missing")
-            elif sha256_file(p) != sha:
-                changed.append(f"{p} changed since the verdict (sha256 differs)")
-    return changed

@@ -8,26 +8,35 @@ malformed field with the file and the field (:func:`load_summary`). The verdict 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
-from quantgate.records import (
-    SCHEMA_VERSION,
-    EngineSettings,
-    LevelStats,
-    Record,
-    RunNumerics,
-    Verdict,
-    VerdictName,
-    parse_record,
-)
+from quantgate.records import EngineSettings, LevelStats, Record, RunNumerics, Verdict, parse_record
 from quantgate.records_files import LmEvalRun, read_record_file
 
 SUMMARY = "summary.json"
-# The study echoed into the report is the study file's own model dumped (its schema lives with the
-# study); these are the keys the renderers and the gate read from it.
-STUDY_KEYS = ("name", "baseline", "variants", "metrics", "split", "seed", "resamples", "slo_s")
+# 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
+SUMMARY_SCHEMA_VERSION = 2
+
+
+class StudyEcho(BaseModel):
+    """The study echoed into the report is the study file's own model dumped (its schema lives with the
+    study, and the gate parses it through that); these are the keys the renderers read from it, typed
+    so that a hand-edited value of the wrong type is refused here, not met as a traceback in a renderer."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    baseline: str
+    variants: list[dict[str, Any]]
+    metrics: list[str] = Field(min_length=1)
+    margins: dict[str, float]
+    split: str
+    seed: int
+    resamples: int
+    min_pages: int
+    test: Literal["non_inferiority", "equivalence", "exact"]
+    slo_s: float
 
 
 class VariantVerdict(Verdict):
@@ -41,29 +50,22 @@ class VariantVerdict(Verdict):
         return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
 
 
-class LmEvalVerdict(Record):
-    """One lm-eval task × metric of a candidate: lm-eval's scores and stderr, the recovery ratio and
-    the paired verdict over the logged samples (the fields ``lmeval.compare`` keeps of a Verdict)."""
+class LmEvalVerdict(Verdict):
+    """One lm-eval task × metric of a candidate: lm-eval's scores and stderr, the recovery ratio, and
+    the paired verdict over the logged samples — every ``Verdict`` field, as ``lmeval.compare`` makes it."""
 
     variant: str
     task: str
-    metric: str  # "metric,filter" as lm-eval names it
-    baseline: float
+    baseline: float  # lm-eval's own score (the verdict's baseline_mean is the mean over the paired samples)
     baseline_stderr: float | None
     candidate: float
     candidate_stderr: float | None
     recovery: float | None  # oriented so 1.0 is parity
-    verdict: VerdictName
-    higher_is_better: bool
-    n: int
-    delta: float
-    ci_low: float
-    ci_high: float
-    margin: float
-    confidence: float
-    seed: int
-    n_resamples: int
-    missing_pages: list[str]
+
+    @model_serializer(mode="wrap")
+    def _names_first(self, handler):
+        d = handler(self)
+        return {"variant": d.pop("variant"), "task": d.pop("task"), **d}
 
 
 class LmEvalSection(Record):
@@ -71,11 +73,22 @@ class LmEvalSection(Record):
     runs: dict[str, LmEvalRun]  # variant name -> its lmeval.json
 
 
+class VerdictInputs(Record):
+    """What the gate needs to make every verdict again (``quantgate.study.gate``): the declared margin
+    per metric as used (the registry's when the study set none), and every file a verdict rests on —
+    ``pages.jsonl``, the score files, lm-eval's results and samples — by its path relative to the study
+    folder and its sha256. Seed, resamples, min_pages and the test are the study's own (``study``)."""
+
+    margins: dict[str, float]
+    pages: str  # the judged page set's pages.jsonl, relative to the study folder
+    files: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]]
+
+
 class VariantSummary(Record):
     name: str
     recipe: str
     recipe_sha256: str
-    path: str  # the variant folder; the gate re-hashes the weight files under it
+    path: str  # the variant folder, relative to the study folder; the gate re-hashes the weight files under it
     weights_bytes: int
     compression: float | None
     formats: dict[str, int] | None
@@ -113,7 +126,7 @@ class Summary(Record):
     """``summary.json``: the study, every verdict with its numbers, speed per variant and level,
     sizes and weight hashes, worst pages, lm-eval results, provenance."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = SUMMARY_SCHEMA_VERSION
     kind: Literal["quantgate.report"] = "quantgate.report"
     created: str  # UTC, ISO 8601
     study: dict[str, Any]
@@ -126,13 +139,16 @@ class Summary(Record):
     variants: list[VariantSummary]
     worst_pages: dict[str, list[WorstPage]]
     provenance: Provenance
+    inputs: VerdictInputs
 
     @field_validator("study")
     @classmethod
     def _study_keys(cls, v: dict[str, Any]) -> dict[str, Any]:
-        lacking = [k for k in STUDY_KEYS if k not in v]
-        if lacking:
-            raise ValueError(f"the study lacks {', '.join(lacking)}")
+        try:
+            StudyEcho.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"study.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
         return v
 
 

@@ -126,7 +126,8 @@ register(Metric("table_teds", True, (0.0, 1.0), "truth", 0.0, _table_teds,
                 "tree-edit-distance similarity of tables (pages whose truth has tables)",
                 0.02, "about one wrong cell in a 7 x 7 table (one node of ~57)"))
 register(Metric("checks", True, (0.0, 1.0), "checks", 0.0, _checks,
-                "pass rate of olmOCR-bench style checks (present/absent/order/table/baseline; math skipped)",
+                "pass rate of olmOCR-bench checks as upstream scores them (present/absent/order/table/baseline/format/"
+                "footnote/math); math renders KaTeX in headless Chromium and is skipped, counted by reason, without it",
                 0.02, "one failed check in fifty"))
 
 def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict]) -> float | None:

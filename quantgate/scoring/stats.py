@@ -123,13 +123,15 @@ class Bounds:
     method: np.ndarray
 
 
-def paired_bounds(x: np.ndarray, margin: float, alpha: float, indices) -> Bounds:
-    """Intervals for S studies at once: ``x`` is (S, n); ``indices`` the resamples (``resample_indices``)."""
+def paired_bounds(x: np.ndarray, margin: float, alpha: float, indices, moments=None) -> Bounds:
+    """Intervals for S studies at once: ``x`` is (S, n); ``indices`` the resamples (``resample_indices``).
+    ``moments``: ``bootstrap_moments(x, indices)`` when already computed (sequential looks at several
+    levels on the same pages share them)."""
     x = np.atleast_2d(np.asarray(x, dtype=np.float64))
     S, n = x.shape
     mean = x.mean(axis=1)
     s = x.std(axis=1, ddof=1)
-    m1, m2, m3 = bootstrap_moments(x, indices)
+    m1, m2, m3 = bootstrap_moments(x, indices) if moments is None else moments
     const = s <= 1e-12 * np.maximum(1.0, np.abs(mean))
     lo, hi, p, method = _hall(x, mean, s, m1, m2, m3, margin, alpha)
     todo = ~np.isfinite(lo) | ~np.isfinite(hi) | ~np.isfinite(p)

@@ -76,10 +76,11 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from quantgate.heldout import load_pageset
+    from quantgate.modeldir import check_model_dir
     from quantgate.provenance import package_versions
     from quantgate.quantize.calibrate import calibration_samples
     from quantgate.quantize.classify import list_modules
-    from quantgate.quantize.plan import check_model_dir
+    from quantgate.quantize.run import _PKGS
     from quantgate.recipes import to_llmcompressor
     from quantgate.sensitivity import forward as fw
     from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms
@@ -102,7 +103,7 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
         raise InputError(f"{pageset_dir}: no pages in the calibration split; the damage is measured on them — "
                          "import with --calibration-fraction > 0")
     pages = pages[:samples]
-    versions = package_versions(["torch", "transformers", "llmcompressor", "compressed-tensors"])
+    versions = package_versions(_PKGS)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     # everything that changes a number: a rerun with other values starts over (or is refused)

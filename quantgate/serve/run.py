@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quantgate.errors import InputError, ServerError
-from quantgate.fileio import atomic_write_json, read_jsonl
+from quantgate.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.fingerprint import weights_fingerprint
 from quantgate.modeldir import check_model_dir
 from quantgate.records import RequestRecord, RunManifest, parse_record
@@ -52,7 +52,9 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                   slo_s: float = 10.0, timeout_s: float = 600.0, limit: int | None = None, overwrite: bool = False,
                   ignore_eos: bool = False, waves: float | None = None,
                   on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
-                  log: Callable[[str], None] = print) -> RunManifest:
+                  record_root: Path | None = None, log: Callable[[str], None] = print) -> RunManifest:
+    """``record_root``: run.json records the variant and page-set paths relative to it when they lie
+    inside it (a study passes its folder; see ``fileio.recorded_path``)."""
     from quantgate.heldout import load_pageset
     from quantgate.records import DEFAULT_PROMPT
 
@@ -71,8 +73,9 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     ps_sha = ps.sha256
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = weights_fingerprint(variant) if backend.serves_local_weights else None
-    manifest = RunManifest(variant=str(variant), variant_fingerprint=fingerprint, backend=backend.name,
-                           pageset=str(pageset_dir), pageset_sha256=ps_sha, split=split, prompt=prompt,
+    shown = recorded_path(variant, record_root) if backend.serves_local_weights else str(variant)
+    manifest = RunManifest(variant=shown, variant_fingerprint=fingerprint, backend=backend.name,
+                           pageset=recorded_path(pageset_dir, record_root), pageset_sha256=ps_sha, split=split, prompt=prompt,
                            max_tokens=max_tokens, slo_p90_latency_s=slo_s, ignore_eos=ignore_eos, waves=waves,
                            server_version=backend.server_version(), notes=backend.notes(variant))
     if (out / RUN).is_file():

@@ -70,40 +70,66 @@ class ManagedServer:
     proc: subprocess.Popen | None = None
     start_s: float | None = None  # launch to healthy, of the start that succeeded
     log_offset: int = 0  # where this start's part of the (appended) log begins
-
+    _t0: float = 0.0  # when the current start was launched
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
+    def launch(self, port: int | None = None) -> ManagedServer:
+        """Start the process and return at once; ``poll_healthy`` tells when it serves. Several servers can
+        be launched from one thread and waited for together (the launching thread must outlive them: the
+        server is stopped when it exits, see ``_die_with_parent``)."""
+        self.port = port if port is not None and not port_in_use(port, self.host) else free_port(self.host)
+        self.command = list(self.make_command(self.port))  # type: ignore[operator]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.log_offset = log.tell()  # earlier starts' lines stay in the file but are not this start's
+        log.write(f"\n$ {' '.join(self.command)}\n".encode())
+        log.flush()
+        env = {**os.environ, **self.env}
+        self.start_s = None
+        self._t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, start_new_session=True,
+                                         preexec_fn=_die_with_parent if os.name == "posix" else None)
+        except OSError as e:
+            raise ServerError(f"{self.name}: cannot start {self.command[0]!r}: {e}") from None
+        finally:
+            log.close()
+        return self
+
+    def poll_healthy(self) -> bool:
+        """One health check of a launched server: True once it answers (and ``start_s`` is set), False while
+        it is still starting; ServerError if its process has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise ServerError(f"{self.name}: server exited with code {self.proc.returncode} before it was healthy; "
+                              f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
+        try:
+            r = httpx.get(f"http://{self.host}:{self.port}{self.health_path}", timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        if r.status_code != 200:
+            return False
+        self.start_s = round(time.monotonic() - self._t0, 2)
+        return True
+
+    def bound_elsewhere(self) -> bool:
+        """Whether the last start failed because its port was taken meanwhile (worth another port)."""
+        return "address already in use" in log_tail(self.log_path, 20).lower()
+
     def start(self, port: int | None = None, attempts: int = 3) -> ManagedServer:
         last = ""
         for _ in range(attempts):
-            self.port = port if port is not None and not port_in_use(port, self.host) else free_port(self.host)
+            self.launch(port)
             port = None  # a taken port is not retried
-            self.command = list(self.make_command(self.port))  # type: ignore[operator]
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            log = open(self.log_path, "ab")
-            self.log_offset = log.tell()  # earlier starts' lines stay in the file but are not this start's
-            log.write(f"\n$ {' '.join(self.command)}\n".encode())
-            log.flush()
-            env = {**os.environ, **self.env}
-            t0 = time.monotonic()
-            try:
-                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=env, start_new_session=True,
-                                             preexec_fn=_die_with_parent if os.name == "posix" else None)
-            except OSError as e:
-                raise ServerError(f"{self.name}: cannot start {self.command[0]!r}: {e}") from None
-            finally:
-                log.close()
             try:
                 self._wait_healthy()
-                self.start_s = round(time.monotonic() - t0, 2)
                 return self
             except ServerError as e:
                 last = str(e)
-                bound_elsewhere = "address already in use" in log_tail(self.log_path, 20).lower()
+                bound_elsewhere = self.bound_elsewhere()
                 self.stop()
                 if not bound_elsewhere:
                     raise
@@ -111,20 +137,13 @@ class ManagedServer:
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
-        url = f"http://{self.host}:{self.port}{self.health_path}"
         while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise ServerError(f"{self.name}: server exited with code {self.proc.returncode} before it was healthy; "
-                                  f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
-            try:
-                r = httpx.get(url, timeout=2.0)
-                if r.status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+            if self.poll_healthy():
+                return
             time.sleep(0.25)
-        raise ServerError(f"{self.name}: not healthy after {self.startup_timeout_s:.0f} s at {url}; "
-                          f"log {self.log_path} ends with:\n{log_tail(self.log_path)}")
+        raise ServerError(f"{self.name}: not healthy after {self.startup_timeout_s:.0f} s at "
+                          f"http://{self.host}:{self.port}{self.health_path}; log {self.log_path} ends with:\n"
+                          f"{log_tail(self.log_path)}")
 
     def log_text(self) -> str:
         """This start's part of the log: the file is appended across starts (and port retries), so

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.fileio import safe_join
 from quantgate.fingerprint import weights_fingerprint
 from quantgate.study.spec import Study, resolve_path
 
@@ -36,12 +37,14 @@ def run_lmeval_per_variant(st: Study, base: Path, out: Path, pages_dir: Path, va
                 continue
         log(f"[lm-eval] {v.name}: {', '.join(tasks)}")
         run_lmeval(variants[v.name], backend_for(v), d, tasks=tasks, include_path=Path(include) if include else None,
-                   limit=spec.limit, concurrent=spec.concurrent, log=log)
+                   limit=spec.limit, concurrent=spec.concurrent, record_root=out, log=log)
 
 
-def lmeval_verdicts(st: Study, out: Path) -> dict:
+def lmeval_verdicts(st: Study, out: Path) -> list[dict]:
+    """Each candidate's paired verdicts against the baseline over lm-eval's logged samples, with the
+    study's seed, resamples, min_pages and test (``exact`` compares texts, which lm-eval's samples do
+    not carry: lm-eval verdicts are non-inferiority then)."""
     from quantgate.lmeval import compare_lmeval
-    from quantgate.lmeval.run import load_lmeval
 
     spec = st.lm_eval
     rows = []
@@ -49,6 +52,25 @@ def lmeval_verdicts(st: Study, out: Path) -> dict:
         if v.name != st.baseline:
             rows += [{"variant": v.name, **r} for r in compare_lmeval(
                 out / "lmeval" / st.baseline, out / "lmeval" / v.name, margins=spec.margins,
-                default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, names=(st.baseline, v.name))]
-    runs = {v.name: load_lmeval(out / "lmeval" / v.name)[0].model_dump() for v in st.variants}
-    return {"verdicts": rows, "runs": runs}
+                default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
+                equivalence=st.test == "equivalence", names=(st.baseline, v.name))]
+    return rows
+
+
+def lmeval_files(st: Study, out: Path) -> list[Path]:
+    """The files lm-eval verdicts rest on: each variant's lmeval.json and its samples files."""
+    from quantgate.lmeval.run import RESULT, load_lmeval
+
+    files = []
+    for v in st.variants:
+        d = out / "lmeval" / v.name
+        run, _ = load_lmeval(d)
+        files += [d / RESULT] + [safe_join(d, name, what=f"{d / RESULT}: samples") for name in
+                                 sorted(run.samples.values())]
+    return files
+
+
+def lmeval_runs(st: Study, out: Path) -> dict:
+    from quantgate.lmeval.run import load_lmeval
+
+    return {v.name: load_lmeval(out / "lmeval" / v.name)[0].model_dump() for v in st.variants}

@@ -18,9 +18,12 @@ from typing import Any
 
 from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json
-from quantgate.study.lmeval import lmeval_verdicts, run_lmeval_per_variant
+from quantgate.study.lmeval import lmeval_runs, run_lmeval_per_variant
 from quantgate.study.spec import VariantSpec, load_study, resolve_path
+from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
+
+JUDGED_PAGES = "judged-pages.jsonl"
 
 
 @contextmanager
@@ -48,14 +51,14 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
     from quantgate.heldout.synth_reuse import ensure_synth_pages
     from quantgate.quantize import quantize
     from quantgate.reports import build_report, write_reports
-    from quantgate.scoring import compare_scores, load_predictions, parse_metric_list, score_pages, write_scores
+    from quantgate.scoring import load_predictions, parse_metric_list, score_pages, write_scores
     from quantgate.serve import serve_variant
     from quantgate.serve.backends.derive import backend_from_spec
 
     study_path = Path(study_path)
-    st = load_study(study_path)
+    st = load_study(study_path)  # every field and number checked before any page, weight or server
     base = study_path.resolve().parent
-    out = Path(out) if out else resolve_path(base, st.output or f"{st.name}-out")
+    out = study_output(study_path, st, out)
     with study_lock(out):
         atomic_write_json(out / "study.json", st.model_dump())
         # 1. pages
@@ -73,7 +76,7 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
             vdir = out / "variants" / v.name
             log(f"[quantize] {v.name} ({v.recipe})")
             quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
-                     overwrite=True, log=log)
+                     overwrite=True, record_root=out, log=log)
             variants[v.name] = vdir
         if stop_after == "quantize":
             return {}
@@ -92,7 +95,7 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
             log(f"[serve] {v.name} at concurrency {lv}")
             serve_variant(variants[v.name], pages_dir, backend, out / "runs" / v.name, split=st.split, concurrency=lv,
                           max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
-                          limit=st.limit, overwrite=True, log=log)
+                          limit=st.limit, overwrite=True, record_root=out, log=log)
         if st.lm_eval:
             run_lmeval_per_variant(st, base, out, pages_dir, variants, backend_for, log)
         if stop_after == "serve":
@@ -108,28 +111,42 @@ def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], No
                 rows = score_pages(ps, preds, metrics, st.split)
                 if st.limit:
                     rows = [r for r in rows if r["page_id"] in preds]
-                write_scores(out / "scores" / f"{v.name}-c{c}.jsonl", rows)
+                write_scores(out / score_file(v.name, c), rows)
                 scores[(v.name, c)] = {r["page_id"]: r for r in rows}
         if stop_after == "score":
             return {}
-        # 5. compare, at the first concurrency level; the baseline's other level is its noise run
-        c0 = levels[0]
-        verdicts = []
-        for v in st.variants:
-            if v.name == st.baseline:
-                continue
-            for m in st.metrics:
-                verdict = compare_scores(scores[(st.baseline, c0)], scores[(v.name, c0)], m,
-                                         noise=scores.get((st.baseline, noise_level)) if noise_level else None,
-                                         margin=st.margins.get(m, 0.0), seed=st.seed, n_resamples=st.resamples,
-                                         names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"))
-                verdicts.append({"variant": v.name, **verdict.model_dump()})
-        lm = lmeval_verdicts(st, out) if st.lm_eval else None
+        # 5. compare, at the first concurrency level; the baseline's other level is its noise run. The
+        # verdicts are made from the score files just written, the way the gate makes them again.
+        verdicts, lm_verdicts = study_verdicts(st, out)
+        lm = {"verdicts": lm_verdicts, "runs": lmeval_runs(st, out)} if st.lm_eval else None
+        inputs = verdict_inputs(st, out, judged_pages(pages_dir, out))
         # 6. report
+        c0 = levels[0]
         worst = worst_pages(st, ps, out, scores, c0)
-        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm)
+        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm,
+                              inputs=inputs)
         write_reports(report, out)
         return report
+
+
+def study_output(study_path: Path, st, out: Path | None = None) -> Path:
+    """The study's output folder: ``-o``, else its ``output`` (relative to the study file), else NAME-out."""
+    return Path(out) if out else resolve_path(Path(study_path).resolve().parent, st.output or f"{st.name}-out")
+
+
+def judged_pages(pages_dir: Path, out: Path) -> Path:
+    """The judged page set's pages.jsonl inside the study folder: the set's own when it lies there (synthetic
+    pages), else a copy (``judged-pages.jsonl``), so the gate can re-hash it wherever the folder goes."""
+    from quantgate.fileio import atomic_write_bytes
+
+    src = Path(pages_dir) / "pages.jsonl"
+    if relative_inside(src, out) is not None:
+        return src
+    copy = out / JUDGED_PAGES
+    data = src.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != data:
+        atomic_write_bytes(copy, data)
+    return copy
 
 
 def with_compile_cache(spec, base: Path, out: Path):

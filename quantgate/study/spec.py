@@ -12,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from quantgate.errors import InputError
 from quantgate.records import DEFAULT_PROMPT, parse_record
+from quantgate.scoring.stats import MIN_PAGES, MIN_RESAMPLES
 from quantgate.serve.backends.derive import default_study_backend, study_backend_type
 
 
@@ -97,10 +98,14 @@ class Study(_S):
     timeout_s: Annotated[float, _Num, Field(gt=0, le=86_400)] = 600.0
     slo_s: PositiveFloat = 10.0
     metrics: list[str] = Field(default_factory=lambda: ["ned", "cer", "bow_f1"])
-    # the statistics rework refines these three (its own margin and resample rules); here: the plain bounds
-    margins: dict[str, PositiveFloat] = Field(default_factory=dict)
+    # checked further by check_statistics (a margin below its metric's range, for a metric the study computes;
+    # resamples >= MIN_RESAMPLES) when the file is loaded
+    margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per metric; unset: the registry's margin
     seed: NonNegativeInt = 0
     resamples: PositiveInt = 10_000
+    # below the calibrated minimum (MIN_PAGES) only for smoke tests: the report says the verdicts are not calibrated
+    min_pages: Annotated[int, _Num, Field(ge=2)] = MIN_PAGES
+    test: Literal["non_inferiority", "equivalence", "exact"] = "non_inferiority"
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
 
@@ -130,14 +135,36 @@ def load_study(path: Path) -> Study:
             get_metric(m)
         except InputError as e:
             raise InputError(f"{path}: metrics: {e}") from None
-    for m in st.margins:
-        if m not in st.metrics:
-            raise InputError(f"{path}: margins.{m}: not one of the study's metrics {st.metrics}")
+    check_statistics(st, str(path))
     for i, v in enumerate(st.variants):
         if v.server_args and "extra_args" not in type(st.backend).model_fields:
             raise InputError(f"{path}: variants.{i}.server_args: backend {st.backend.name} starts no server to "
                              "pass them to")
     return st
+
+
+def check_statistics(st: Study, where: str) -> None:
+    """The numbers a verdict rests on, checked before any page is drawn or server started (and by the
+    gate, on the study a summary.json echoes): each margin finite, > 0 and below its metric's range,
+    for a metric the study computes; seed >= 0; resamples >= MIN_RESAMPLES; min_pages >= 2."""
+    from quantgate.scoring.metrics import check_margin
+
+    for m, value in st.margins.items():
+        if m not in st.metrics:
+            raise InputError(f"{where}: field 'margins.{m}': not one of the study's metrics {st.metrics}; "
+                             "a margin for a metric the study does not compute would judge nothing")
+        check_margin(m, value, where=f"{where}: field 'margins.{m}'")
+    if st.lm_eval:
+        check_margin("lm-eval metrics", st.lm_eval.margin, where=f"{where}: field 'lm_eval.margin'")
+        for k, value in st.lm_eval.margins.items():
+            check_margin(k, value, where=f"{where}: field 'lm_eval.margins.{k}'")
+    for name, value, least in (("seed", st.seed, 0), ("resamples", st.resamples, MIN_RESAMPLES),
+                               ("min_pages", st.min_pages, 2)):
+        if isinstance(value, bool) or value < least:
+            why = {"resamples": " (a 5% tail from fewer rests on a few dozen values)",
+                   "min_pages": " (a paired interval needs two pages; the calibrated minimum is "
+                                f"{MIN_PAGES})"}.get(name, "")
+            raise InputError(f"{where}: field '{name}': {value} must be an integer >= {least}{why}")
 
 
 def resolve_path(base: Path, p: str) -> Path:

@@ -5,12 +5,18 @@ settings, not by where the root is), then answers like ``quantgate.testing.stub`
 quantgate records from a vLLM start (engine settings, cold and warm starts); it never loads the model.
 
     python -m quantgate.testing.fake_vllm serve MODEL --port 8011 [--max-num-seqs 64] [--kv-cache-dtype fp8]
-                                          [--enforce-eager]
+                                          [--enforce-eager] [--profiler-config JSON]
+
+Also like 0.26: ``VLLM_BATCH_INVARIANT=1`` on a Gated DeltaNet model (config ``model_type`` qwen3_5) refuses to
+start with vLLM's error; ``--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR, ...}'`` mounts
+``/start_profile`` and ``/stop_profile``, and a stop writes a small synthetic worker trace (decode-step
+annotations and kernel names as vLLM's traces have them; made-up durations) where vLLM would write its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -85,6 +91,62 @@ def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str],
     return out, cache
 
 
+GDN_REFUSAL = "RuntimeError: VLLM batch_invariant mode is not supported for GDN_ATTN."
+
+
+def _refuses(model: str, env: dict[str, str]) -> bool:
+    if env.get("VLLM_BATCH_INVARIANT") != "1":
+        return False
+    try:
+        cfg = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    types = {cfg.get("model_type"), (cfg.get("text_config") or {}).get("model_type")}
+    return any(str(t).startswith("qwen3_5") for t in types if t)
+
+
+def synthetic_trace(steps: int) -> dict:
+    """A worker trace shaped like vLLM's: ``steps`` pure-decode step annotations, each with a few kernels."""
+    kernels = [("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", "kernel", 900.0),
+               ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<>>>(int)", "kernel",
+                20.0), ("fused_recurrent_gated_delta_rule_packed_decode_kernel", "kernel", 60.0),
+               ("triton_poi_fused_add_mul_rsqrt_0", "kernel", 50.0), ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 5.0)]
+    ev, t = [], 0.0
+    for _ in range(steps):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_1(1)", "ts": t,
+                   "dur": 1200.0, "pid": 1, "tid": 1})
+        for name, cat, dur in kernels:
+            ev.append({"ph": "X", "cat": cat, "name": name, "ts": t, "dur": dur, "pid": 1, "tid": 7})
+            t += dur + 1.0
+        t += 100.0
+    return {"traceEvents": ev}
+
+
+def _add_profiler(app, cfg: dict) -> None:
+    import gzip
+
+    from starlette.responses import Response
+
+    state = {"on": False}
+
+    async def start(request):
+        state["on"] = True
+        return Response("")
+
+    async def stop(request):
+        if state["on"]:
+            d = Path(cfg["torch_profiler_dir"])
+            d.mkdir(parents=True, exist_ok=True)
+            name = f"dp0_pp0_tp0_dcp0_ep0_rank0.{time.time_ns()}.pt.trace.json.gz"
+            (d / name).write_bytes(gzip.compress(json.dumps(synthetic_trace(int(cfg.get("max_iterations") or 8)))
+                                                 .encode()))
+            state["on"] = False
+        return Response("")
+
+    app.add_route("/start_profile", start, methods=["POST"])
+    app.add_route("/stop_profile", stop, methods=["POST"])
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--version"]:
@@ -94,6 +156,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: fake_vllm serve MODEL --port N [flags]")
     model, port = args[1], int(_opt(args, "--port") or 8000)
     lines, cache = _lines(model, args, dict(os.environ))
+    if _refuses(model, dict(os.environ)):
+        print("\n".join(lines[:5]), flush=True)
+        print(f"(EngineCore pid=4171) ERROR 11-30 14:02:38 [core.py:1108] EngineCore failed to start.\n{GDN_REFUSAL}\n"
+              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+              flush=True)
+        raise SystemExit(1)
     print("\n".join(lines), flush=True)
     if cache is not None:  # stored like vLLM: a later start with the same key loads it
         cache.mkdir(parents=True, exist_ok=True)
@@ -106,7 +174,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from quantgate.testing.stub import make_app
 
-    uvicorn.run(make_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    app = make_app()
+    pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
+    if pcfg.get("profiler") == "torch":
+        _add_profiler(app, pcfg)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,14 @@ import itertools
 import json
 
 
+def _fake_ids(body: dict, n: int) -> list[int]:
+    """Token ids that depend on the messages only (not on timing or batching): a deterministic server."""
+    import hashlib
+
+    seed = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
+    return [seed[i % len(seed)] * 7 + i for i in range(n)]
+
+
 def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nhello world"):
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -49,8 +57,10 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
             yield "data: [DONE]\n\n"
 
         if not body.get("stream"):
-            return JSONResponse({"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
+            choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
+            if body.get("return_token_ids"):  # like vLLM: the generated ids, here a function of the request only
+                choice["token_ids"] = _fake_ids(body, len(words))
+            return JSONResponse({"object": "chat.completion", "choices": [choice],
                                  "usage": {"prompt_tokens": 100, "completion_tokens": len(words)}})
         return StreamingResponse(stream(), media_type="text/event-stream")
 

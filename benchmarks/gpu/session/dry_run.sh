@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole session on this CPU machine: the fake vLLM serves (quantgate.testing.fake_vllm), the carried tiny
+# fixtures stand in for the 4B checkpoints, GPU-only steps are recorded as skipped; a tiny study exercises the
+# study slot. Exercises launch → jobs (steps, deadline, JSON written as steps end) → collect (packing).
+#   bash benchmarks/gpu/session/dry_run.sh [BUDGET_S]     (after prepare_carry.sh; prints the packed listing)
+set -uo pipefail
+export QG_DRY_RUN=1 QG_PY=${QG_PY:-/work/main/.venv/bin/python} QG_WORK=${QG_WORK:-/tmp/qgdry}
+export QG_BUDGET_S=${1:-900} OUT=${OUT:-/tmp/qgdry-out}
+rm -rf "$QG_WORK" "$OUT" && mkdir -p "$OUT" "$QG_WORK/studies"
+src=$QG_WORK/session/src
+cat > "$QG_WORK/studies/dry.yaml" <<YAML
+name: dry
+model: $src/.gpu-carry/q25-bf16
+pages: {path: $src/.gpu-carry/q200}
+limit: 4
+variants: [{name: bf16, recipe: bf16}, {name: fp8, recipe: fp8-dynamic}]
+calibration_samples: 2
+backend: {name: vllm, max_model_len: 2048, extra_args: ["--enforce-eager"]}
+concurrency: [1, 2]
+max_tokens: 8
+metrics: [ned]
+margins: {ned: 0.05}
+YAML
+export QG_STUDIES_DIR=$QG_WORK/studies
+t0=$SECONDS
+bash benchmarks/gpu/session/launch.sh
+bash benchmarks/gpu/session/collect.sh "$QG_BUDGET_S"
+echo "dry run: $((SECONDS - t0)) s"
+for f in "$OUT"/*.tar.gz; do echo "== $f"; tar tzf "$f"; done

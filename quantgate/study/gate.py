@@ -1,0 +1,255 @@
+"""The release gate: an exit code a pipeline can trust, bound to the folder it is given.
+
+It reads nothing outside that folder and takes no verdict on trust. Every path in ``summary.json``
+is relative to the study folder; the gate re-hashes each variant's weight files, the judged
+``pages.jsonl``, the score files and lm-eval's files against the hashes the study recorded, makes
+every verdict again from the score files with the study's margins, seed, resamples, min_pages and
+test (``study.verdicts``, the code the study used), and requires summary.json to hold exactly those
+verdicts. Then the family rule (docs/statistics.md, "Multiplicity"):
+
+0  every checked verdict is ``within_noise`` (an intersection–union test: no adjustment needed);
+1  a definite failure: a regression that stays one after Holm's adjustment over the study's verdicts,
+   or ``not_equivalent`` (outputs differ under ``exact``; better beyond the margin under ``equivalence``);
+2  anything else short of a pass: inconclusive, or a regression Holm does not confirm;
+3  the folder cannot be trusted or is unfinished: summary.json missing, malformed or from another
+   schema, the study incomplete, a verdict missing, extra or different from what the files give,
+   a margin not finite/positive/below its metric's range, or any file changed — one line naming it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from quantgate.errors import InputError, QuantgateError
+from quantgate.fileio import safe_join, sha256_file
+
+PASS, REGRESSION, INCONCLUSIVE, INVALID = 0, 1, 2, 3
+_FLOAT_TOL = dict(rel_tol=1e-9, abs_tol=1e-12)  # recomputation on the same code: equal to the last bits
+
+
+def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None = None,
+         lmeval: bool = False, study: Path | None = None) -> tuple[int, list[str]]:
+    """(exit code, lines to print). ``lmeval``: lm-eval verdicts are checked too (and their absence is
+    invalid). ``study``: the study file the folder must have been run from (e.g. the YAML kept in the
+    repository) — summary.json's echo of the study must equal it, so margins or variants edited
+    consistently throughout summary.json are caught too. Any reason not to trust the folder is
+    ``INVALID`` with one line."""
+    try:
+        return _gate(Path(out), metrics, variants, lmeval, study)
+    except QuantgateError as e:
+        return INVALID, [" ".join(str(e).split())]  # one line, whatever the message held
+
+
+class _Invalid(InputError):
+    pass
+
+
+def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[str]]:
+    from quantgate.records import parse_record
+    from quantgate.reports.schema import SUMMARY, load_summary
+    from quantgate.scoring.metrics import check_margin
+    from quantgate.scoring.stats import MIN_PAGES, holm
+    from quantgate.study.spec import Study, check_statistics, load_study
+
+    rep = load_summary(out)
+    where = str(out / SUMMARY)
+    st = parse_record(Study, rep.study, where=f"{where}: study")
+    check_statistics(st, f"{where}: study")
+    if study_file is not None:
+        _same_study(st, load_study(study_file), where, study_file)
+    _consistent(rep, st, where)
+    for m, value in rep.inputs.margins.items():
+        check_margin(m, value, where=f"{where}: inputs.margins.{m}")
+    _rehash(rep, st, out, where)
+    if not rep.complete:
+        raise _Invalid(f"{where}: the study is incomplete: rerun `quantgate study` to finish it")
+    pages, lm = _remake(rep, st, out, where)
+    for row in pages:
+        if row["margin"] != rep.inputs.margins[row["metric"]]:
+            raise _Invalid(f"{where}: the {row['metric']} margin is {row['margin']:g} now but "
+                           f"{rep.inputs.margins[row['metric']]:g} in inputs.margins: this quantgate's default "
+                           "margin differs from the study's; declare it in the study's margins and rerun it")
+    _same(rep.verdicts, pages, lambda r: (r["variant"], r["metric"]), where, "verdicts")
+    if st.lm_eval:
+        if rep.lm_eval is None:
+            raise _Invalid(f"{where}: the study declares lm_eval but summary.json has no lm_eval section")
+        _same(rep.lm_eval.verdicts, lm, lambda r: (r["variant"], r["task"], r["metric"]), where, "lm_eval.verdicts")
+    elif rep.lm_eval is not None:
+        raise _Invalid(f"{where}: lm_eval verdicts in a summary whose study declares no lm_eval")
+
+    family = pages + (lm or [])
+    confirmed = {id(r) for r, p in zip(family, holm([r["p_regression"] for r in family]), strict=True)
+                 if r["verdict"] == "regression" and p <= r["alpha"]}
+    checked = [(r["variant"], r["metric"], r) for r in pages
+               if (not metrics or r["metric"] in metrics) and (not variants or r["variant"] in variants)]
+    if not checked:
+        raise _Invalid(f"no verdict matches metrics={metrics} variants={variants} (the study has "
+                       f"{', '.join(st.metrics)} for {', '.join(v.name for v in st.variants if v.name != st.baseline)})")
+    if lmeval:
+        lm_checked = [r for r in (lm or []) if not variants or r["variant"] in variants]
+        if not lm_checked:
+            raise _Invalid("--lmeval: the study has no lm-eval verdicts (add an lm_eval: section and rerun it)")
+        checked += [(r["variant"], f"lm-eval {r['task']} {r['metric']}", r) for r in lm_checked]
+    lines = [_line(variant, label, r, id(r) in confirmed) for variant, label, r in checked]
+    small = sorted({r["n"] for _, _, r in checked if r["n"] < MIN_PAGES})
+    if small and st.min_pages < MIN_PAGES:  # at the default, such verdicts are inconclusive (too_few_pages)
+        lines.append(f"note: verdicts on {small[0]}" + (f"–{small[-1]}" if len(small) > 1 else "") +
+                     f" pages, below the calibrated minimum of {MIN_PAGES} (the study lowered min_pages to "
+                     f"{st.min_pages}): a smoke test, not a calibrated verdict")
+    words = [(r, id(r) in confirmed) for _, _, r in checked]
+    if all(r["verdict"] == "within_noise" for r, _ in words):
+        return PASS, lines
+    if any(ok or r["verdict"] == "not_equivalent" for r, ok in words):
+        return REGRESSION, lines
+    return INCONCLUSIVE, lines
+
+
+def _line(variant: str, label: str, r: dict, confirmed: bool) -> str:
+    word = r["verdict"]
+    if word == "regression" and not confirmed:
+        word = "regression (not after Holm)"
+    floor = "–" if r["noise_floor"] is None else f"{r['noise_floor']:.4f}"
+    p = r.get("p_regression_holm")
+    # 0: no resample reached the margin, below the resolution 1/(2 × resamples)
+    shown = f"< {0.5 / r['n_resamples']:.2g}" if p == 0 else f"{p:.3g}"
+    holm = "" if p is None else f", p_holm {shown}"
+    text = (f"{word:<13} {variant} {label} ({r['reason']}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
+            f"{r['ci_high']:+.4f}], margin {r['margin']:.4f}, noise floor {floor}, n {r['n']}{holm}")
+    return text if r["verdict"] == "within_noise" else f"{text} — {r['message']}"
+
+
+def _same_study(echoed, declared, where: str, study_file: Path) -> None:
+    a, b = echoed.model_dump(exclude={"output"}), declared.model_dump(exclude={"output"})
+    for k in b:
+        if a.get(k) != b[k]:
+            raise _Invalid(f"{where}: study.{k} is {a.get(k)!r} but {study_file} declares {b[k]!r}: this folder was "
+                           "not made by that study, or summary.json was edited")
+
+
+def _consistent(rep, st, where: str) -> None:
+    """summary.json's own parts agree with the study it echoes."""
+    from quantgate.study.verdicts import levels
+
+    names = [v.name for v in st.variants]
+    if rep.baseline != st.baseline:
+        raise _Invalid(f"{where}: baseline {rep.baseline!r} but the study's is {st.baseline!r}")
+    if [v.name for v in rep.variants] != names:
+        raise _Invalid(f"{where}: variants {[v.name for v in rep.variants]} but the study declares {names}")
+    c0, noise = levels(st)
+    if (rep.compare_level, rep.noise_level) != (c0, noise):
+        raise _Invalid(f"{where}: compare_level/noise_level {rep.compare_level}/{rep.noise_level} but the study's "
+                       f"concurrency gives {c0}/{noise}")
+    if sorted(rep.inputs.margins) != sorted(st.metrics):
+        raise _Invalid(f"{where}: inputs.margins covers {sorted(rep.inputs.margins)}, the study's metrics are "
+                       f"{sorted(st.metrics)}")
+    for m, value in st.margins.items():
+        if rep.inputs.margins[m] != value:
+            raise _Invalid(f"{where}: inputs.margins.{m} is {rep.inputs.margins[m]} but the study declares {value}")
+
+
+def _rehash(rep, st, out: Path, where: str) -> None:
+    """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
+    variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
+    from quantgate.fingerprint import weights_fingerprint
+    from quantgate.records import RunManifest
+    from quantgate.records_files import VariantManifest, read_record_file
+    from quantgate.study.lmeval import lmeval_files
+    from quantgate.study.verdicts import relative_inside, used_score_files
+
+    problems = []
+
+    def check(rel: str, sha: str, what: str) -> None:
+        p = safe_join(out, rel, what=f"{where}: {what}")
+        if not p.is_file():
+            problems.append(f"{p} is missing")
+        elif sha256_file(p) != sha:
+            problems.append(f"{p} changed since the verdicts (sha256 differs)")
+
+    for v in rep.variants:
+        vdir = safe_join(out, v.path, what=f"{where}: variants.{v.name}.path")
+        if not any(f.endswith(".safetensors") for f in v.files):
+            problems.append(f"{where}: variant {v.name} lists no weight files")
+        for name, sha in v.files.items():
+            check(f"{v.path}/{name}", sha, f"variants.{v.name}.files.{name}")
+        if not problems:
+            man = read_record_file(VariantManifest, vdir / "quantgate.json", missing="the variant folder is incomplete")
+            if {k: f.sha256 for k, f in man.files.items()} != v.files:
+                problems.append(f"{vdir / 'quantgate.json'} and summary.json list different weight hashes")
+            run = read_record_file(RunManifest, safe_join(out, f"runs/{v.name}/run.json", what="run"),
+                                   missing="the study folder is incomplete")
+            # the weights on disk are the ones that were served (run.json's fingerprint, when it has one)
+            if run.variant_fingerprint and run.variant_fingerprint != weights_fingerprint(vdir):
+                problems.append(f"{vdir}: its weights are not the ones runs/{v.name}/run.json served")
+    files = rep.inputs.files
+    if rep.inputs.pages not in files:
+        problems.append(f"{where}: inputs.pages {rep.inputs.pages!r} has no hash in inputs.files")
+    elif files[rep.inputs.pages] != rep.provenance.pageset_sha256:
+        problems.append(f"{where}: inputs.files and provenance.pageset_sha256 disagree on {rep.inputs.pages}")
+    needed = used_score_files(st)
+    if st.lm_eval and not problems:
+        needed += [relative_inside(f, out) or str(f) for f in lmeval_files(st, out)]
+    lacking = [f for f in needed if f not in files]
+    if lacking:
+        problems.append(f"{where}: inputs.files lists no hash for {', '.join(lacking)}")
+    for rel, sha in files.items():
+        check(rel, sha, f"inputs.files.{rel}")
+    if problems:
+        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
+        raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
+
+
+def _remake(rep, st, out: Path, where: str) -> tuple[list[dict], list[dict] | None]:
+    """Every verdict again, from the hashed files only, with the judged pages bound to the page set."""
+    import json
+
+    from quantgate.fileio import read_jsonl
+    from quantgate.scoring.scores import read_scores
+    from quantgate.study.verdicts import study_verdicts
+
+    pages_file = safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages")
+    judged = set()
+    try:
+        for _, obj in read_jsonl(pages_file):
+            if isinstance(obj, dict) and (st.split == "all" or obj.get("split") == st.split):
+                judged.add(obj.get("id"))
+    except json.JSONDecodeError as e:
+        raise _Invalid(f"{pages_file}: not a pages.jsonl ({e})") from None
+
+    def read(rel: str) -> dict[str, dict]:
+        rows = read_scores(safe_join(out, rel, what=f"{where}: score file"))
+        stray = sorted(set(rows) - judged)
+        if stray:
+            raise _Invalid(f"{out / rel}: {len(stray)} page(s) not in the judged split of {rep.inputs.pages}: "
+                           f"{stray[:5]}")
+        return rows
+
+    return study_verdicts(st, out, read)
+
+
+def _same(stored, remade: list[dict], key, where: str, field: str) -> None:
+    """summary.json holds exactly the verdicts the files give: none missing, none extra, every field equal."""
+    have = {key(r): r for r in (s.model_dump() for s in stored)}
+    want = {key(r): r for r in remade}
+    if len(have) != len(stored):
+        raise _Invalid(f"{where}: {field} holds a verdict twice")
+    missing = [k for k in want if k not in have]
+    if missing:
+        raise _Invalid(f"{where}: {field} lacks the verdict of {' × '.join(missing[0])}"
+                       + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                       + ": every variant × metric the study declares must have one")
+    extra = [k for k in have if k not in want]
+    if extra:
+        raise _Invalid(f"{where}: {field} holds a verdict the study does not make: {' × '.join(extra[0])}")
+    for k, w in want.items():
+        h = have[k]
+        for name, value in w.items():
+            if not _equal(h.get(name), value):
+                raise _Invalid(f"{where}: {field} {' × '.join(k)}: {name} is {h.get(name)!r} in summary.json but "
+                               f"{value!r} from the study's files; summary.json was edited or belongs to other files")
+
+
+def _equal(a, b) -> bool:
+    """Equal, numbers to within float rounding (NaN equals nothing)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) | isinstance(b, bool):
+        return math.isfinite(a) and math.isfinite(b) and math.isclose(a, b, **_FLOAT_TOL)
+    return a == b

@@ -1,0 +1,116 @@
+"""A study's verdicts, made one way: by the study when it finishes, and again by the gate from the
+files of a finished study folder (``quantgate.study.gate``), so a summary.json can be checked against
+the score files it claims to rest on.
+
+Page verdicts: each candidate against the baseline at the study's first concurrency level, the
+baseline's second level as its noise run, per metric, with the declared margin (the registry's when
+the study declares none), seed, resamples, min_pages and test. lm-eval verdicts (``study.lmeval``)
+join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from quantgate.errors import InputError
+from quantgate.fileio import sha256_file
+from quantgate.study.spec import Study
+
+SCORES = "scores"
+
+
+def score_file(variant: str, level: int) -> str:
+    """Where the study writes a variant's scores at one concurrency level, relative to the study folder."""
+    return f"{SCORES}/{variant}-c{level}.jsonl"
+
+
+def levels(st: Study) -> tuple[int, int | None]:
+    """(the level verdicts are made at, the baseline's noise level or None)."""
+    lv = list(st.concurrency)
+    return lv[0], st.noise_concurrency or (lv[1] if len(lv) > 1 else None)
+
+
+def used_score_files(st: Study) -> list[str]:
+    c0, noise = levels(st)
+    files = [score_file(v.name, c0) for v in st.variants]
+    return files + ([score_file(st.baseline, noise)] if noise else [])
+
+
+def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]]) -> list[dict]:
+    """One row per candidate × metric (variant first, then every ``Verdict`` field). ``read`` maps a
+    score file's study-relative path to its rows (``scoring.read_scores``)."""
+    from quantgate.scoring import compare_scores
+
+    c0, noise_level = levels(st)
+    base = read(score_file(st.baseline, c0))
+    noise = read(score_file(st.baseline, noise_level)) if noise_level else None
+    rows = []
+    for v in st.variants:
+        if v.name == st.baseline:
+            continue
+        cand = read(score_file(v.name, c0))
+        for m in st.metrics:
+            verdict = compare_scores(base, cand, m, noise=noise, margin=st.margins.get(m), seed=st.seed,
+                                     n_resamples=st.resamples, min_pages=st.min_pages,
+                                     equivalence=st.test == "equivalence", exact=st.test == "exact",
+                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"),
+                                     noise_name=f"{st.baseline}@c{noise_level} (noise run)")
+            rows.append({"variant": v.name, **verdict.model_dump()})
+    return rows
+
+
+def adjust_family(rows: list[dict]) -> list[dict]:
+    """``p_regression_holm`` over every verdict of the study (page and lm-eval ones together)."""
+    from quantgate.scoring.stats import holm
+
+    adj = holm([r["p_regression"] for r in rows]) if rows else []
+    return [{**r, "p_regression_holm": a} for r, a in zip(rows, adj, strict=True)]
+
+
+def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] | None = None
+                   ) -> tuple[list[dict], list[dict] | None]:
+    """(page verdict rows, lm-eval verdict rows or None), family-adjusted."""
+    from quantgate.scoring.scores import read_scores
+    from quantgate.study.lmeval import lmeval_verdicts
+
+    read = read or (lambda rel: read_scores(Path(out) / rel))
+    pages = page_verdicts(st, read)
+    lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
+    family = adjust_family(pages + lm)
+    return family[: len(pages)], (family[len(pages):] if st.lm_eval else None)
+
+
+def effective_margins(st: Study) -> dict[str, float]:
+    from quantgate.scoring import get_metric
+
+    return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
+
+
+def relative_inside(path: Path, out: Path) -> str | None:
+    """``path`` relative to the study folder ``out`` (posix), or None when it lies outside it."""
+    try:
+        return Path(path).resolve().relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def inside(path: Path, out: Path, what: str) -> str:
+    rel = relative_inside(path, out)
+    if rel is None:
+        raise InputError(f"{what} {path} lies outside the study folder {out}; the study keeps every file a "
+                         "verdict rests on inside its folder")
+    return rel
+
+
+def verdict_inputs(st: Study, out: Path, pages_file: Path) -> dict:
+    """``summary.json``'s ``inputs``: the margins as used and the sha256 of every file the verdicts rest
+    on, by study-relative path (``pages_file``: the judged pages.jsonl, inside the study folder)."""
+    from quantgate.study.lmeval import lmeval_files
+
+    out = Path(out)
+    files = [pages_file] + [out / f for f in used_score_files(st)]
+    if st.lm_eval:
+        files += lmeval_files(st, out)
+    rels = {inside(f, out, "file"): f for f in files}
+    return {"margins": effective_margins(st), "pages": inside(pages_file, out, "pages.jsonl"),
+            "files": {rel: sha256_file(f) for rel, f in rels.items()}}
