@@ -300,6 +300,31 @@ def test_the_study_report_carries_the_tune_section(setup):
     assert page.count("<svg") == svgs + 2  # the heat map and predicted against measured damage
 
 
+def test_when_the_damaging_groups_cannot_move_the_loop_stops_instead_of_promoting_trivia():
+    sens = fake_sens(KL)
+    assignment = {"layers.0.mlp": "w2a16", "layers.1.mlp": "w4a16", "layers.2.mlp": "w4a16"}  # KL 1.0002e-2
+    # layer 0 cannot leave INT2 under the budget; layers 1 and 2 can (w4a16 → fp8), but that cuts 1.8e-6 of ~1e-2
+    feasible = lambda ex: "layers.0.mlp" not in ex  # noqa: E731
+    a = policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)], feasible)
+    assert a.kind == "stop" and "no promotion under this budget addresses the damage" in a.text
+    assert "would be left promoting layers.0.mlp;" in a.text
+    # the same miss where layer 0 can move: promoted
+    assert policy.promote(sens, assignment, FORMATS, {}, [ned("regression", 0.05, 0.08)],
+                          lambda ex: True).promote == {"layers.0.mlp": ["w2a16"]}
+
+
+def test_promotion_skips_a_larger_format_that_hurts_more():
+    # a group where nvfp4 is larger than w4a16 but (as on some reader groups) worse: w4a16 → fp8, nvfp4 forbidden
+    kl = [{"fp8": 1e-7, "w4a16": 1e-6, "w2a16": 1e-3}]
+    sens = fake_sens(kl)
+    sens.formats.append("nvfp4")
+    sens.measurements.append(sens.measurements[0].model_copy(update={"format": "nvfp4", "kl_mean": 5e-6, "bytes": 330}))
+    fmts = ["fp8", "nvfp4", "w4a16", "w2a16"]
+    assert policy.one_up(sens, "layers.0.mlp", "w4a16", fmts, {}) == "fp8"
+    a = policy.promote(sens, {"layers.0.mlp": "w4a16"}, fmts, {}, [ned("regression", 0.02, 0.03)])
+    assert a.promote == {"layers.0.mlp": ["nvfp4", "w2a16", "w4a16"]} and "w4a16 → at least fp8" in a.text
+
+
 class UndecidedStudy(FakeStudy):
     """Every recipe changes a page or two: inconclusive on 30 pages (the verdict asks for 40), within noise
     on 40."""
