@@ -1,6 +1,7 @@
 """``quantgate tune``: the loop from a sensitivity file and a budget to a recipe whose verdicts on the
 study's held-out pages are all within noise. ``policy`` decides what follows a trial (pure);
-``loop`` runs trials as studies and records them; ``records`` types the files."""
+``loop`` runs trials and records them; ``study`` writes and reads each trial's study; ``records``
+types the files."""
 
 from quantgate.tune.loop import Tuner, tune
 from quantgate.tune.records import Trial, TuneFile
