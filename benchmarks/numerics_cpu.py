@@ -24,12 +24,12 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from quantgate.testing import fixtures
 from quantgate.demo import READER
 from quantgate.heldout import load_pageset
 from quantgate.heldout.synth import synth_pages
 from quantgate.quantize import quantize
 from quantgate.serve.numerics import measure_transformers_serve
+from quantgate.testing import fixtures
 
 RECIPE = Path(__file__).resolve().parent.parent / "tests" / "data" / "all-formats.yaml"
 

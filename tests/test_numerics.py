@@ -26,8 +26,8 @@ ALL_FORMATS = Path(__file__).parent / "data" / "all-formats.yaml"
 @pytest.fixture(scope="module")
 def all_formats_variant(tmp_path_factory, synth_pageset):
     """The tiny Qwen3.5 with every quantized format quantgate produces, each on its own modules."""
-    from quantgate.testing import fixtures
     from quantgate.quantize import quantize
+    from quantgate.testing import fixtures
 
     root = tmp_path_factory.mktemp("numerics")
     src = fixtures.build("qwen3_5", root / "tiny")

@@ -39,8 +39,17 @@ class Plan:
                 "compression": round(bf16_bytes / est, 3) if est else None}
 
 
-def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False, *,
-              allow_pickle_files: bool = False) -> Plan:
+@dataclass
+class ModelModules:
+    """What a plan needs from a model, read once from its meta-device build (no weights loaded)."""
+
+    modules: list[ModuleInfo]
+    n_layers: int
+    embeddings: list[str]
+    total_params: int
+
+
+def model_modules(model_dir: Path, trust_remote_code: bool = False, *, allow_pickle_files: bool = False) -> ModelModules:
     from quantgate.quantize.classify import list_modules, load_meta_model
 
     # The plan reads only config.json: the chat template is checked by quantize, which renders it.
@@ -50,13 +59,19 @@ def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = F
     except (ValueError, KeyError, OSError) as e:
         raise InputError(f"{model_dir}: transformers cannot build this model as an image-text-to-text VLM ({e})") from None
     modules, n_layers, embeddings = list_modules(model)
-    linear_params = sum(m.params for m in modules)
-    total = sum(p.numel() for p in model.parameters())
+    return ModelModules(modules, n_layers, embeddings, sum(p.numel() for p in model.parameters()))
+
+
+def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False, *,
+              allow_pickle_files: bool = False, modules: ModelModules | None = None) -> Plan:
+    """``modules``: the model's, already read (planning several recipes reads the model once)."""
+    mm = modules or model_modules(model_dir, trust_remote_code, allow_pickle_files=allow_pickle_files)
+    linear_params = sum(m.params for m in mm.modules)
     if recipe.recipe is None:
         formats, warnings = {}, ["raw llmcompressor recipe: formats are read from the saved checkpoint"]
     else:
-        formats, warnings = resolve(recipe.recipe, modules, n_layers, where=recipe.source)
-    return Plan(modules, formats, n_layers, embeddings, total - linear_params, warnings)
+        formats, warnings = resolve(recipe.recipe, mm.modules, mm.n_layers, where=recipe.source)
+    return Plan(mm.modules, formats, mm.n_layers, mm.embeddings, mm.total_params - linear_params, warnings)
 
 
 def format_plan_table(plan: Plan, show_bf16: bool = True) -> str:

@@ -11,15 +11,17 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quantgate.console import Console
 from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json
-from quantgate.study.lmeval import lmeval_verdicts, run_lmeval_per_variant
-from quantgate.study.spec import VariantSpec, load_study, resolve_path
+from quantgate.study.lmeval import LmEvalPlan, lmeval_verdicts, plan_lmeval, run_variant_lmeval
+from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
+from quantgate.study.timings import Clock
 from quantgate.study.worst import worst_pages
 
 
@@ -41,96 +43,198 @@ def study_lock(out: Path):
         fh.close()
 
 
-def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], None] = print,
+def study_output(study_path: Path, out: Path | None = None) -> Path:
+    """The folder a study writes to: ``-o``, else the study's ``output``, else ``<name>-out`` beside it."""
+    st = load_study(study_path)
+    return Path(out) if out else resolve_path(Path(study_path).resolve().parent, st.output or f"{st.name}-out")
+
+
+def variant_levels(st: Study) -> tuple[dict[str, list[int]], int | None]:
+    """Concurrency levels per variant, and the noise level: every variant at the study's levels (the
+    first is where verdicts are made); the baseline also at the noise level, its second run."""
+    levels = list(st.concurrency)
+    noise = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
+    return ({v.name: sorted(set(levels + ([noise] if v.name == st.baseline and noise else []))) for v in st.variants},
+            noise)
+
+
+@dataclass
+class _Ctx:
+    st: Study
+    out: Path
+    pages_dir: Path
+    variants: dict[str, Path]
+    clock: Clock
+    lm: LmEvalPlan | None
+    n_pages: int  # pages each level sends
+
+
+def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
               stop_after: str | None = None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests."""
     from quantgate.heldout import load_pageset
-    from quantgate.heldout.synth import synth_pages
-    from quantgate.quantize import quantize
     from quantgate.reports import build_report, write_reports
     from quantgate.scoring import compare_scores, load_predictions, parse_metric_list, score_pages, write_scores
-    from quantgate.serve import serve_variant
-    from quantgate.serve.backends.derive import backend_from_spec
 
+    console = console or Console()
     study_path = Path(study_path)
     st = load_study(study_path)
     base = study_path.resolve().parent
-    out = Path(out) if out else resolve_path(base, st.output or f"{st.name}-out")
+    out = study_output(study_path, out)
     with study_lock(out):
         atomic_write_json(out / "study.json", st.model_dump())
-        # 1. pages
-        if st.pages.synth:
-            pages_dir = out / "pages"
-            sy = st.pages.synth
-            if not (pages_dir / "pages.jsonl").exists():
-                log(f"synthesizing {sy.n} pages ({sy.profile}) → {pages_dir}")
-                synth_pages(pages_dir, sy.n, seed=sy.seed, calibration_fraction=sy.calibration_fraction,
-                            profile=sy.profile, noise=sy.noise)
-        else:
-            pages_dir = resolve_path(base, st.pages.path)
+        clock = Clock(out, console)
+        pages_dir = _pages(st, base, out, clock)
         ps = load_pageset(pages_dir)
-        model = resolve_path(base, st.model)
-        # 2. variants
-        variants: dict[str, Path] = {}
-        for v in st.variants:
-            vdir = out / "variants" / v.name
-            log(f"[quantize] {v.name} ({v.recipe})")
-            quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
-                     overwrite=True, log=log)
-            variants[v.name] = vdir
+        variants = _quantize_all(st, resolve_path(base, st.model), pages_dir, out, clock)
         if stop_after == "quantize":
             return {}
-        # 3. serve
-        levels = list(st.concurrency)
-        noise_level = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
-
-        def backend_for(v: VariantSpec):
-            return backend_from_spec(st.backend, v.server_args)
-
-        for v in st.variants:
-            lv = sorted(set(levels + ([noise_level] if v.name == st.baseline and noise_level else [])))
-            backend = backend_for(v)
-            log(f"[serve] {v.name} at concurrency {lv}")
-            serve_variant(variants[v.name], pages_dir, backend, out / "runs" / v.name, split=st.split, concurrency=lv,
-                          max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
-                          limit=st.limit, overwrite=True, log=log)
-        if st.lm_eval:
-            run_lmeval_per_variant(st, base, out, pages_dir, variants, backend_for, log)
+        levels, noise_level = variant_levels(st)
+        ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
+                   len(ps.split(st.split)[: st.limit or None]))
+        _serve_all(ctx, levels)
         if stop_after == "serve":
             return {}
-        # 4. score (from the records; seconds)
+        # score (from the records; seconds)
         metrics = parse_metric_list(st.metrics)
         scores: dict[tuple[str, int], dict[str, dict]] = {}
-        for v in st.variants:
-            rdir = out / "runs" / v.name
-            lv_all = sorted({int(x["concurrency"]) for x in _levels(rdir)})
-            for c in lv_all:
-                preds = load_predictions(rdir, ps, st.split, c)
-                rows = score_pages(ps, preds, metrics, st.split)
-                if st.limit:
-                    rows = [r for r in rows if r["page_id"] in preds]
-                write_scores(out / "scores" / f"{v.name}-c{c}.jsonl", rows)
-                scores[(v.name, c)] = {r["page_id"]: r for r in rows}
+        with clock.stage("score", "score", unit="run") as stage:
+            for v in st.variants:
+                rdir = out / "runs" / v.name
+                for c in sorted({int(x["concurrency"]) for x in _levels(rdir)}):
+                    preds = load_predictions(rdir, ps, st.split, c)
+                    rows = score_pages(ps, preds, metrics, st.split)
+                    if st.limit:
+                        rows = [r for r in rows if r["page_id"] in preds]
+                    write_scores(out / "scores" / f"{v.name}-c{c}.jsonl", rows)
+                    scores[(v.name, c)] = {r["page_id"]: r for r in rows}
+                    stage.advance()
         if stop_after == "score":
             return {}
-        # 5. compare, at the first concurrency level; the baseline's other level is its noise run
-        c0 = levels[0]
-        verdicts = []
-        for v in st.variants:
-            if v.name == st.baseline:
-                continue
-            for m in st.metrics:
-                verdict = compare_scores(scores[(st.baseline, c0)], scores[(v.name, c0)], m,
-                                         noise=scores.get((st.baseline, noise_level)) if noise_level else None,
-                                         margin=st.margins.get(m, 0.0), seed=st.seed, n_resamples=st.resamples,
-                                         names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"))
-                verdicts.append({"variant": v.name, **verdict.model_dump()})
-        lm = lmeval_verdicts(st, out) if st.lm_eval else None
-        # 6. report
-        worst = worst_pages(st, ps, out, scores, c0)
-        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm)
-        write_reports(report, out)
+        # compare at the first concurrency level (the baseline's other level is its noise run), report
+        c0 = st.concurrency[0]
+        with clock.stage("report", "compare and report", unit="verdict") as stage:
+            verdicts = []
+            for v in st.variants:
+                if v.name == st.baseline:
+                    continue
+                for m in st.metrics:
+                    verdict = compare_scores(scores[(st.baseline, c0)], scores[(v.name, c0)], m,
+                                             noise=scores.get((st.baseline, noise_level)) if noise_level else None,
+                                             margin=st.margins.get(m, 0.0), seed=st.seed, n_resamples=st.resamples,
+                                             names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"))
+                    verdicts.append({"variant": v.name, **verdict.model_dump()})
+                    stage.advance()
+            lm = lmeval_verdicts(st, out) if st.lm_eval else None
+            worst = worst_pages(st, ps, out, scores, c0)
+            report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm)
+            write_reports(report, out)
         return report
+
+
+def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
+    from quantgate.heldout.synth import synth_pages
+
+    if not st.pages.synth:
+        return resolve_path(base, st.pages.path)
+    pages_dir, sy = out / "pages", st.pages.synth
+    if not (pages_dir / "pages.jsonl").exists():
+        with clock.stage("pages", f"pages: synthesizing {sy.n} ({sy.profile})", sy.n) as stage:
+            synth_pages(pages_dir, sy.n, seed=sy.seed, calibration_fraction=sy.calibration_fraction,
+                        profile=sy.profile, noise=sy.noise, progress=lambda _pid: stage.advance())
+    return pages_dir
+
+
+def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock) -> dict[str, Path]:
+    from quantgate.quantize import quantize
+
+    variants: dict[str, Path] = {}
+    for v in st.variants:
+        vdir = out / "variants" / v.name
+        with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", variant=v.name) as stage:
+            def log(msg: str, stage=stage) -> None:
+                if "reusing it" in msg:
+                    stage.reused = True
+                    stage.set_note("reused")
+                elif msg.startswith("calibrating on"):
+                    stage.set_note(msg.split(" from ")[0])
+                clock.console.detail(msg)
+
+            quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
+                     overwrite=True, log=log)
+        variants[v.name] = vdir
+    return variants
+
+
+def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
+    """One variant at a time, each through one server for its page runs and then its lm-eval run. The
+    next variant's server starts in the background during this one's lm-eval (never during page runs,
+    whose speed is measured alone); this one's server is stopped before the next variant's pages."""
+    from quantgate.serve.backends.derive import backend_from_spec
+    from quantgate.serve.server import SharedServer
+
+    st, clock = ctx.st, ctx.clock
+
+    def server_for(v: VariantSpec) -> SharedServer:
+        def starting(name: str, background: bool):
+            return clock.stage("server_start", f"{v.name}: {name} start", variant=v.name, background=background)
+
+        return SharedServer(backend_from_spec(st.backend, v.server_args), ctx.variants[v.name],
+                            ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting)
+
+    servers = {v.name: server_for(v) for v in st.variants}
+    with ExitStack() as stack:
+        for server in servers.values():
+            stack.enter_context(server)  # every server is stopped on the way out, whatever happens
+        for i, v in enumerate(st.variants):
+            nxt = st.variants[i + 1] if i + 1 < len(st.variants) else None
+            prestart = servers[nxt.name].prestart if nxt and _needs_server(ctx, nxt, levels[nxt.name]) else None
+            _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
+            servers[v.name].close()
+
+
+def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:
+    """Whether a variant has anything left to send — a guess from its files that decides only whether
+    its server is started ahead of time; the page runs and lm-eval decide for themselves."""
+    if ctx.lm is not None and not ctx.lm.done(ctx.variants[v.name], ctx.out / "lmeval" / v.name):
+        return True
+    run = ctx.out / "runs" / v.name / "run.json"
+    if not run.is_file():
+        return True
+    have = {lv["concurrency"]: lv for lv in json.loads(run.read_text("utf-8")).get("levels", [])}
+    return any(c not in have or have[c]["n_requests"] < ctx.n_pages or have[c]["n_errors"] for c in levels)
+
+
+def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestart_next) -> None:
+    """One variant's page runs at its levels, then its lm-eval run, through ``server`` (started on first
+    use: not at all when everything is recorded). ``prestart_next`` starts the next variant's server
+    once the page runs are done."""
+    from quantgate.serve import serve_variant
+
+    st, clock, vdir = ctx.st, ctx.clock, ctx.variants[v.name]
+    rdir = ctx.out / "runs" / v.name
+    noise = variant_levels(st)[1]
+    stages = ExitStack()
+
+    def on_level(c: int, n: int):
+        what = " (noise run)" if v.name == st.baseline and c == noise else ""
+        stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
+                                                 variant=v.name, concurrency=c))
+        return lambda rec: stage.advance()
+
+    with stages:
+        serve_variant(vdir, ctx.pages_dir, server.backend, rdir, split=st.split, concurrency=levels,
+                      max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
+                      limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
+                      server=server, log=clock.console.detail)
+    if prestart_next:
+        prestart_next()
+    lm_out = ctx.out / "lmeval" / v.name
+    if ctx.lm is not None and not ctx.lm.done(vdir, lm_out):
+        with clock.stage("lmeval", f"{v.name}: lm-eval {', '.join(ctx.lm.tasks)}", unit="request",
+                         variant=v.name) as stage:
+            run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
+                               log=clock.console.detail)
 
 
 def _levels(rdir: Path) -> list[dict[str, Any]]:
