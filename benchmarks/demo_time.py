@@ -171,7 +171,7 @@ def main() -> None:
     res = {"label": a.label, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "pages": a.pages, "variants": a.variants,
            "source": "timings.jsonl" if own else "inferred from the files and the console",
            "parts_s": {k: round(v, 1) for k, v in parts.items()}, "rows": rows,
-           "console_lines": len(console), "console_chars": raw_chars,
+           "console_lines": len(console), "console_chars": raw_chars, "console": console,
            "load_avg_1m_before": round(load_before[0], 2), "load_avg_1m_after": round(os.getloadavg()[0], 2),
            "cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
            "date": time.strftime("%Y-%m-%d %H:%M")}

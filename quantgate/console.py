@@ -82,6 +82,8 @@ class Stage:
         final = f"{self.label}: {', '.join(parts + [_fmt_s(self.elapsed_s)])}" + ("" if ok else " — failed")
         if self._bar is not None:
             with self.console.lock:
+                if not ok:
+                    self._bar.set_postfix_str(f"{self.note + ', ' if self.note else ''}failed", refresh=True)
                 self._bar.close()
             self.console.to_log(final)
         else:

@@ -17,13 +17,14 @@ def demo_study(pages: int, variants: list[str]) -> dict:
         "variants": [{"name": v, "recipe": v} for v in variants], "baseline": variants[0],
         # one torch thread: the tiny reader answers a page faster that way on a 2-core CPU, with identical
         # outputs, and the other core stays free for the client and lm-eval (benchmarks/demo_threads.py)
-        "calibration_samples": 4, "backend": {"name": "transformers", "device": "cpu", "threads": 1},
+        "calibration_samples": 8, "backend": {"name": "transformers", "device": "cpu", "threads": 1},
         # transformers serve answers one request at a time, so a second speed level would only repeat the
         # first: every variant is served at concurrency 1, the baseline again at 2 as its noise run
         "concurrency": [1], "noise_concurrency": 2, "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
         "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
-        # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
-        "lm_eval": {"page_task": True, "limit": 16, "margin": 0.05},
+        # lm-eval beside the pages: the offline page-heading task, exact match, through the same server, on
+        # 20 held-out pages (the fewest the statistics take for a verdict)
+        "lm_eval": {"page_task": True, "limit": 20, "margin": 0.05},
     }
 
 

@@ -177,7 +177,8 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
 
     def server_for(v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
-            return clock.stage("server_start", f"{v.name}: {name} start", variant=v.name, background=background)
+            label = f"{v.name}: {name} start" + (" (beside the previous variant's lm-eval)" if background else "")
+            return clock.stage("server_start", label, variant=v.name, background=background)
 
         return SharedServer(backend_from_spec(st.backend, v.server_args), ctx.variants[v.name],
                             ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting)
