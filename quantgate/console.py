@@ -11,6 +11,7 @@ the descriptors, so only a descriptor-level redirect catches all of them. Server
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
@@ -28,7 +29,7 @@ def _fmt_s(s: float) -> str:
 class Stage:
     """One stage's progress; made by :meth:`Console.stage`."""
 
-    def __init__(self, console: Console, label: str, total: int | None, unit: str):
+    def __init__(self, console: Console, label: str, total: int | None, unit: str | None):
         self.console, self.label, self.total, self.unit = console, label, total, unit
         self.n, self.note = 0, ""
         self.reused = False  # the stage found its work done (a resumed study)
@@ -40,8 +41,11 @@ class Stage:
         if console.tty:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=label, unit=f" {unit}", file=console.term, leave=True,
-                             dynamic_ncols=True, mininterval=0.5)
+            fmt = None  # tqdm's bar when the total is known
+            if total is None:  # a count or only the time
+                fmt = "{desc}: {n_fmt}{unit} [{elapsed}]{postfix}" if unit else "{desc}: {elapsed}{postfix}"
+            self._bar = tqdm(total=total, desc=label, unit=f" {unit}s" if unit else "", file=console.term, leave=True,
+                             ncols=console.columns(), mininterval=0.5, bar_format=fmt)
         elif console.interval_s:
             self._ticker = threading.Thread(target=self._tick, daemon=True)
             self._ticker.start()
@@ -64,6 +68,8 @@ class Stage:
                 self._bar.set_postfix_str(note, refresh=True)
 
     def _counts(self) -> str:
+        if self.unit is None:
+            return ""
         if self.total is None:
             return f"{self.n} {self.unit}s" if self.n else ""
         return f"{self.n}/{self.total} {self.unit}s"
@@ -103,6 +109,13 @@ class Console:
         self.verbose, self.interval_s = verbose, interval_s
         self.lock = threading.RLock()
 
+    def columns(self) -> int:
+        """The terminal's width (a terminal that reports none, such as `script`'s, gets 100)."""
+        try:
+            return os.get_terminal_size(self.term.fileno()).columns or 100
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            return 100
+
     def to_log(self, text: str) -> None:
         if self.log is not None and self.log is not self.term:
             with self.lock:
@@ -129,7 +142,8 @@ class Console:
             self.to_log(text)
 
     @contextmanager
-    def stage(self, label: str, total: int | None = None, unit: str = "page") -> Iterator[Stage]:
+    def stage(self, label: str, total: int | None = None, unit: str | None = "page") -> Iterator[Stage]:
+        """A stage's line: ``total`` units to do, or a count (``total`` None), or only the time (``unit`` None)."""
         s = Stage(self, label, total, unit)
         ok = False
         try:

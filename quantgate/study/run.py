@@ -151,7 +151,7 @@ def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clo
     variants: dict[str, Path] = {}
     for v in st.variants:
         vdir = out / "variants" / v.name
-        with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", variant=v.name) as stage:
+        with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", unit=None, variant=v.name) as stage:
             def log(msg: str, stage=stage) -> None:
                 if "reusing it" in msg:
                     stage.reused = True
@@ -178,7 +178,7 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
     def server_for(v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
             label = f"{v.name}: {name} start" + (" (beside the previous variant's lm-eval)" if background else "")
-            return clock.stage("server_start", label, variant=v.name, background=background)
+            return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
         return SharedServer(backend_from_spec(st.backend, v.server_args), ctx.variants[v.name],
                             ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting)

@@ -41,7 +41,7 @@ class Clock:
         self.session = uuid.uuid4().hex[:12]
 
     @contextmanager
-    def stage(self, stage: StageName, label: str, total: int | None = None, unit: str = "page", *,
+    def stage(self, stage: StageName, label: str, total: int | None = None, unit: str | None = "page", *,
               variant: str | None = None, concurrency: int | None = None, background: bool = False) -> Iterator[Stage]:
         t0, m0 = time.time(), time.monotonic()
         with self.console.stage(label, total, unit) as s:
