@@ -69,8 +69,8 @@ _TASK_MANAGERS: dict = {}
 
 
 def task_manager(tasks: list[str], include_path: Path | None):
-    """lm-eval's task index. Indexing its built-in tasks parses some 14,000 YAML files (28 s on a loaded
-    2-core machine, per run), so tasks that all live in ``include_path`` are looked up there alone,
+    """lm-eval's task index. Indexing its built-in tasks parses its ~14,000 YAML files (seconds of CPU
+    on every run), so tasks that all live in ``include_path`` are looked up there alone,
     and an index is kept for the process — keyed by the include folder's file names, sizes and
     modification times, so a rewritten task folder is indexed again."""
     from lm_eval.tasks import TaskManager
