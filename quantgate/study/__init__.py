@@ -1,7 +1,9 @@
 """Studies: one YAML runs the whole flow for several variants, resumably.
 
 ``spec`` — the YAML schema and ``load_study``; ``run`` — the orchestration (``run_study``, the lock);
-``lmeval`` — the lm-eval step and its verdicts; ``worst`` — the worst pages a report shows."""
+``lmeval`` — the lm-eval step and its verdicts; ``worst`` — the worst pages a report shows; ``timings`` —
+``timings.jsonl`` and the console stage of each step; ``init`` — ``quantgate init``, a study YAML written
+from a checkpoint and pages."""
 
 from quantgate.study.run import run_study, study_lock
 from quantgate.study.spec import Study, load_study

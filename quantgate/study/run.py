@@ -4,7 +4,10 @@ Each step writes its files before the next starts and is skipped when its inputs
 variants are reused when their fingerprint (weights, recipe, calibration pages) matches, runs
 resume request by request (and restart when the variant's weights changed), scores and verdicts
 are recomputed from the records (seconds). Killing it anywhere and rerunning completes the study
-with nothing lost or repeated. One study per output folder at a time (a lock file)."""
+with nothing lost or repeated. One study per output folder at a time (a lock file).
+
+Each variant's server is started once for its page runs and its lm-eval run (``SharedServer``); each
+step is one console stage and one line of ``timings.jsonl`` (``quantgate.study.timings``)."""
 
 from __future__ import annotations
 
