@@ -15,6 +15,8 @@ the flow:
   or all at once from one YAML:  quantgate study STUDY.yaml
 
 examples:
+  quantgate init --model ./model --pages ./pdfs --truth ./truth -o study.yaml   # a commented study, then:
+  quantgate study study.yaml
   quantgate pages import ./pdfs -o pages --truth ./truth        # your pages, split 80/20
   quantgate plan ./model --recipe mixed                          # which layer gets which format
   quantgate quantize ./model --recipe fp8-dynamic -o ./model-fp8

@@ -27,12 +27,57 @@ def _qg(*args, **kw):
     return subprocess.run([sys.executable, "-m", "quantgate", *args], capture_output=True, text=True, **kw)
 
 
+CONSOLE: dict[str, str] = {}  # the demo fixture's captured console, for the console test
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "out"
     r = _qg("demo", "-o", str(out), *SMALL, "--variants", VARIANTS, timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
+    CONSOLE.update(stdout=r.stdout, stderr=r.stderr)
     return out, r.stdout
+
+
+def test_demo_console_is_quiet_and_ends_with_the_verdicts(demo):
+    """Issue 19: captured (not a terminal), the console holds one line per stage and no progress-bar
+    carriage returns; the libraries' own output went to study.log; it ends with the verdict table and
+    the report's path."""
+    out, _ = demo
+    stdout, stderr = CONSOLE["stdout"], CONSOLE["stderr"]
+    assert "\r" not in stdout + stderr
+    noise = ("Loading weights", "Compressing model", "No accelerator available", "Requesting API", "it/s]", "Warning")
+    assert not [n for n in noise if n in stdout + stderr]
+    log = (out / "study.log").read_text()
+    assert "No accelerator available" in log and "Loading weights" in log  # captured, not lost
+    # one final line per stage; a stage that lasts longer than 15 s also prints progress lines ("… ")
+    final = [x for x in stderr.splitlines() if not x.endswith(" …")]
+    progress = [x for x in stderr.splitlines() if x.endswith(" …")]
+    labels = [x.rsplit(": ", 1)[0] for x in final]
+    assert len(final) == len(set(labels)) == 1 + 1 + 3 + (4 + 3 + 3) + 2, final  # head, pages, quantize ×3,
+    for v in VARIANTS.split(","):  # server start + level(s) + lm-eval per variant, score, report
+        assert f"quantize {v} ({v})" in labels and sum(x.startswith(f"{v}: ") for x in labels) == (4 if v == "bf16" else 3)
+    assert all(any(p.startswith(label + ": ") for label in labels) for p in progress)
+    lines = stdout.rstrip("\n").splitlines()
+    assert lines[0].startswith("variant ") and "verdict" in lines[0]
+    for v in json.loads((out / "summary.json").read_text())["verdicts"]:
+        assert any(x.split()[:2] == [v["variant"], v["metric"]] for x in lines)
+    assert lines[-1].startswith(f"report: {out / 'report.html'}")
+
+
+def test_demo_starts_one_server_per_variant(demo):
+    """Issue 19: a variant's page runs and its lm-eval run share one server start; the study's timing
+    records say so too."""
+    out, _ = demo
+    timings = [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
+    for v in VARIANTS.split(","):
+        log = (out / "runs" / v / "server.log").read_text()
+        assert sum(line.startswith("$ ") for line in log.splitlines()) == 1, v
+        assert "POST /v1/chat/completions" in log and not (out / "lmeval" / v / "server.log").exists()
+        assert [t["stage"] for t in timings if t.get("variant") == v] == \
+            ["quantize", "server_start", "pages_run"] + (["pages_run"] if v == "bf16" else []) + ["lmeval"]
+    assert {t["stage"] for t in timings} == {"pages", "quantize", "server_start", "pages_run", "lmeval", "score",
+                                             "report"}
 
 
 def _verdicts(out):
@@ -304,12 +349,14 @@ def test_killed_while_scoring_or_reporting_resumes_without_reserving(demo, tmp_p
     study = yaml.safe_load((copy / "study.yaml").read_text())
     (copy / "study.yaml").write_text(yaml.safe_dump(study, sort_keys=False))
     sizes = {p: p.stat().st_size for p in (copy / "runs").rglob("requests.jsonl")}
+    logs = {p: p.stat().st_size for p in (copy / "runs").rglob("server.log")}
     (copy / "summary.json").unlink()  # killed while reporting
     (copy / "report.html").unlink()
     next((copy / "scores").glob("*.jsonl")).unlink()  # killed while scoring
     r = _qg("study", str(copy / "study.yaml"), "-o", str(copy), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert {p: p.stat().st_size for p in (copy / "runs").rglob("requests.jsonl")} == sizes  # nothing re-sent
+    assert {p: p.stat().st_size for p in (copy / "runs").rglob("server.log")} == logs  # no server started
     again = json.loads((copy / "summary.json").read_text())
     strip = lambda vs: [{k: v[k] for k in ("variant", "metric", "verdict", "delta", "ci_low", "ci_high")} for v in vs]  # noqa: E731
     assert strip(again["verdicts"]) == strip(summ["verdicts"]) and (copy / "report.html").is_file()
@@ -424,7 +471,8 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
                 read_record_file(model, f)  # kind and schema version too
     n = len(VARIANTS.split(","))
     assert seen == {"pages/pageset.json": 1, "pages/pages.jsonl": 1, "variants/*/quantgate.json": n,
-                    "runs/*/requests.jsonl": n, "runs/*/run.json": n, "scores/*.jsonl": 2 * n,  # two levels each
+                    "runs/*/requests.jsonl": n, "runs/*/run.json": n,
+                    "scores/*.jsonl": n + 1,  # one level each, and the baseline's noise run
                     "lmeval/*/lmeval.json": n, "summary.json": 1}
 
 

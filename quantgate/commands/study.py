@@ -50,6 +50,7 @@ def register(sub) -> None:
                        "to resume. See docs/study.md for the YAML.")
     s.add_argument("study", type=existing_path)
     s.add_argument("-o", "--output", type=Path, help="output folder (default: the study's 'output')")
+    _verbose_flag(s)
     s.set_defaults(func=cmd_study)
 
     r = sub.add_parser("report", help="rebuild report.md/html and junit.xml from summary.json")
@@ -83,9 +84,10 @@ docs/study.md explains the family rule.""")
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
                        description="Synthesize reader pages, build bf16 / fp8-dynamic / nvfp4 / mixed / harmful-int2 "
-                       "variants of the bundled tiny Qwen3.5 reader, serve each with transformers serve at two "
-                       "concurrency levels, run lm-eval's offline page-heading task through each server, score, compare with "
-                       "BF16 and write the report. No network.")
+                       "variants of the bundled tiny Qwen3.5 reader, serve each with transformers serve (one start per "
+                       "variant) at concurrency 1 — BF16 again at 2, its noise run — and run lm-eval's offline "
+                       "page-heading task through the same server, score, compare with BF16 and write the report. "
+                       "No network.")
     d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
     d.add_argument("--pages", type=int_range(2), action=DemoPages, default=40, help="synthetic pages, >= 2 (about "
                    "80%% held out; default 40); fewer than the verdict's held-out minimum asks for is warned about")
@@ -93,8 +95,15 @@ docs/study.md explains the family rule.""")
     d.add_argument("--min-pages", type=int_range(2), default=None,
                    help="judge on fewer pages than the calibrated minimum of 30 (at least 2): for smoke tests with "
                    "small --pages only; the report and the gate say the verdicts are not calibrated")
+    _verbose_flag(d)
     d.set_defaults(func=cmd_demo)
 
+
+def _verbose_flag(p) -> None:
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show everything on the console: each stage's messages and the libraries' own output "
+                   "(progress bars, warnings). Without it the console shows one line per stage and the rest goes "
+                   "to OUT/study.log")
 
 
 def _print_verdicts(rep: dict) -> None:
@@ -118,15 +127,29 @@ def _print_verdicts(rep: dict) -> None:
               f"{v['ci_high']:+.4f}]  margin {v['margin']:.4f}  n {v['n']}")
 
 
+def _run_quietly(out: Path, verbose: bool, what: str, run) -> dict:
+    """``run(console)`` with third-party output in OUT/study.log (all of it on the console with -v)."""
+    from quantgate.console import captured_output
+
+    log = out / "study.log"
+    with captured_output(log, verbose) as console:
+        console.line(f"{what} → {out} (details: {log})")
+        return run(console)
+
+
+def _finish(rep: dict, out: Path) -> int:
+    _print_verdicts(rep)
+    print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml; log: {out / 'study.log'})")
+    return 0
+
+
 def cmd_study(a: argparse.Namespace) -> int:
-    from quantgate.study import load_study, run_study
+    from quantgate.study import run_study
     from quantgate.study.run import study_output
 
-    out = study_output(a.study, load_study(a.study), a.output)
-    rep = run_study(a.study, out, log=lambda s: print(s, file=sys.stderr))
-    _print_verdicts(rep)
-    print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml)")
-    return 0
+    out = study_output(a.study, a.output)  # the YAML is checked before anything is redirected
+    rep = _run_quietly(out, a.verbose, f"quantgate study {a.study}", lambda c: run_study(a.study, out, console=c))
+    return _finish(rep, out)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -155,8 +178,6 @@ def cmd_gate(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from quantgate.demo import run_demo
 
-    rep = run_demo(a.output, a.pages, a.variants.split(","), log=lambda s: print(s, file=sys.stderr),
-                   min_pages=a.min_pages)
-    _print_verdicts(rep)
-    print(f"report: {a.output / 'report.html'} (also report.md, summary.json, junit.xml)")
-    return 0
+    rep = _run_quietly(a.output, a.verbose, "quantgate demo",
+                       lambda c: run_demo(a.output, a.pages, a.variants.split(","), console=c, min_pages=a.min_pages))
+    return _finish(rep, a.output)

@@ -35,6 +35,9 @@ def _sample_id(s: dict) -> str:
 
 
 MODEL = "quantgate-chat"
+# lm-eval builds the model from a name and arguments, so a progress callback reaches it through here,
+# keyed by the server's URL (each variant's server has its own port).
+_ON_RESPONSE: dict = {}
 
 
 def _register_model() -> None:
@@ -53,29 +56,65 @@ def _register_model() -> None:
                 payload.pop("stop", None)
             return payload
 
+        def parse_generations(self, outputs, **kwargs):
+            cb = _ON_RESPONSE.get(self.base_url)
+            if cb is not None:
+                cb()
+            return super().parse_generations(outputs, **kwargs)
+
     registry.register_model(MODEL)(QuantgateChat)
 
 
-def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_path: Path | None = None,
-               limit: int | None = None, concurrent: int = 1, record_root: Path | None = None,
-               log=print) -> LmEvalRun:
-    """``record_root``: lmeval.json records the variant and include paths relative to it when they lie
-    inside it (a study passes its folder; see ``fileio.recorded_path``)."""
-    import lm_eval
+_TASK_MANAGERS: dict = {}
+
+
+def task_manager(tasks: list[str], include_path: Path | None):
+    """lm-eval's task index. Indexing its built-in tasks parses its ~14,000 YAML files (seconds of CPU
+    on every run), so tasks that all live in ``include_path`` are looked up there alone,
+    and an index is kept for the process — keyed by the include folder's file names, sizes and
+    modification times, so a rewritten task folder is indexed again."""
     from lm_eval.tasks import TaskManager
 
+    def build(include: Path | None, defaults: bool):
+        files = tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in Path(include).rglob("*")
+                             if f.is_file())) if include else ()
+        key = (str(include) if include else None, defaults, files)
+        if key not in _TASK_MANAGERS:
+            _TASK_MANAGERS[key] = TaskManager(include_path=str(include) if include else None, include_defaults=defaults)
+        return _TASK_MANAGERS[key]
+
+    if include_path:
+        local = build(Path(include_path), False)
+        if all(t in local.all_tasks for t in tasks):
+            return local
+    return build(Path(include_path) if include_path else None, True)
+
+
+def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_path: Path | None = None,
+               limit: int | None = None, concurrent: int = 1, server=None, on_response=None,
+               record_root: Path | None = None, log=print) -> LmEvalRun:
+    """``server``: a ``SharedServer`` of this variant already serving (a study's page runs started it);
+    without one, a server is started for this run. ``on_response()`` is called per answer the server
+    gives (not for answers lm-eval's cache already holds). ``record_root``: lmeval.json records the
+    variant and include paths relative to it when they lie inside it (a study passes its folder; see
+    ``fileio.recorded_path``)."""
+    from contextlib import nullcontext
+
+    import lm_eval
+
     from quantgate.fingerprint import weights_fingerprint
-    from quantgate.serve.server import started
+    from quantgate.serve.server import SharedServer
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not tasks:
         raise InputError("lm-eval needs at least one task (--tasks T1,T2)")
-    tm = TaskManager(include_path=str(include_path) if include_path else None)
+    tm = task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in tm.all_tasks]
     if unknown:
         raise InputError(f"unknown lm-eval task(s) {unknown}; local tasks need --include-path DIR holding their YAML")
-    with started(backend, Path(variant), out / "server.log", log) as ep:
+    with nullcontext(server) if server is not None else SharedServer(backend, Path(variant), out / "server.log", log) as srv:
+        ep = srv.endpoint()
         model_args = {"base_url": f"{ep.base_url}/chat/completions", "model": ep.model,
                       "max_images": 1, "num_concurrent": concurrent, "max_retries": 3, "tokenized_requests": False,
                       # no client-side tokenizer: lm-eval needs none for image tasks, and its EOS stop string
@@ -84,10 +123,16 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
         if ep.api_key is not None:
             model_args["api_key"] = ep.api_key  # read by lm-eval as a model arg
         _register_model()
-        res = lm_eval.simple_evaluate(model=MODEL, model_args=model_args, tasks=tasks,
-                                      task_manager=tm, limit=limit, log_samples=True, apply_chat_template=True,
-                                      use_cache=str(out / "lm_cache"), random_seed=0, numpy_random_seed=0,
-                                      torch_random_seed=0, fewshot_random_seed=0)
+        url = model_args["base_url"]
+        if on_response:
+            _ON_RESPONSE[url] = on_response
+        try:
+            res = lm_eval.simple_evaluate(model=MODEL, model_args=model_args, tasks=tasks,
+                                          task_manager=tm, limit=limit, log_samples=True, apply_chat_template=True,
+                                          use_cache=str(out / "lm_cache"), random_seed=0, numpy_random_seed=0,
+                                          torch_random_seed=0, fewshot_random_seed=0)
+        finally:
+            _ON_RESPONSE.pop(url, None)
     fingerprint = weights_fingerprint(Path(variant)) if backend.serves_local_weights else None
     run = LmEvalRun(variant=recorded_path(variant, record_root) if backend.serves_local_weights else str(variant),
                     variant_fingerprint=fingerprint, backend=backend.name, tasks=tasks,

@@ -39,8 +39,18 @@ class Plan:
                 "compression": round(bf16_bytes / est, 3) if est else None}
 
 
-def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False, *,
-              allow_pickle_files: bool = False) -> Plan:
+@dataclass
+class ModelModules:
+    """What a plan needs from a model, read once from its meta-device build (no weights loaded)."""
+
+    modules: list[ModuleInfo]
+    n_layers: int
+    embeddings: list[str]
+    total_params: int
+    tied_lm_head: bool = False  # the LM head is the input embedding table (tie_word_embeddings)
+
+
+def model_modules(model_dir: Path, trust_remote_code: bool = False, *, allow_pickle_files: bool = False) -> ModelModules:
     from quantgate.quantize.classify import list_modules, load_meta_model
 
     # The plan reads only config.json: the chat template is checked by quantize, which renders it.
@@ -50,23 +60,29 @@ def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = F
     except (ValueError, KeyError, OSError) as e:
         raise InputError(f"{model_dir}: transformers cannot build this model as an image-text-to-text VLM ({e})") from None
     modules, n_layers, embeddings = list_modules(model)
-    linear_params = sum(m.params for m in modules)
-    total = sum(p.numel() for p in model.parameters())
+    out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    tied = out is not None and inp is not None and out.weight is inp.weight
+    return ModelModules(modules, n_layers, embeddings, sum(p.numel() for p in model.parameters()), tied)
+
+
+def make_plan(model_dir: Path, recipe: LoadedRecipe, trust_remote_code: bool = False, *,
+              allow_pickle_files: bool = False, modules: ModelModules | None = None) -> Plan:
+    """``modules``: the model's, already read (planning several recipes reads the model once)."""
+    mm = modules or model_modules(model_dir, trust_remote_code, allow_pickle_files=allow_pickle_files)
+    linear_params = sum(m.params for m in mm.modules)
     if recipe.recipe is None:
         formats, warnings = {}, ["raw llmcompressor recipe: formats are read from the saved checkpoint"]
     else:
-        formats, warnings = resolve(recipe.recipe, modules, n_layers, where=recipe.source)
-        _refuse_tied_lm_head(model, modules, formats, recipe.source)
-    return Plan(modules, formats, n_layers, embeddings, total - linear_params, warnings)
+        formats, warnings = resolve(recipe.recipe, mm.modules, mm.n_layers, where=recipe.source)
+        _refuse_tied_lm_head(mm, formats, recipe.source)
+    return Plan(mm.modules, formats, mm.n_layers, mm.embeddings, mm.total_params - linear_params, warnings)
 
 
-def _refuse_tied_lm_head(model, modules: list[ModuleInfo], formats: dict[str, str], where: str) -> None:
+def _refuse_tied_lm_head(mm: ModelModules, formats: dict[str, str], where: str) -> None:
     """A tied LM head is the input embedding table: one tensor cannot be both an FP8 GEMM weight and a lookup
     table the server reads in BF16, so such a plan is refused before any work."""
-    out, inp = model.get_output_embeddings(), model.get_input_embeddings()
-    tied = out is not None and inp is not None and out.weight is inp.weight
-    heads = [m.name for m in modules if m.kind == "lm_head" and formats.get(m.name, "bf16") != "bf16"]
-    if tied and heads:
+    heads = [m.name for m in mm.modules if m.kind == "lm_head" and formats.get(m.name, "bf16") != "bf16"]
+    if mm.tied_lm_head and heads:
         raise InputError(f"{where}: would quantize {heads[0]}, which this model ties to its input embeddings "
                          "(tie_word_embeddings); keep lm_head BF16 for this model (drop the lm_head rule)")
 

@@ -9,6 +9,7 @@ import math
 import os
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 from quantgate.errors import InputError, ServerError
@@ -18,7 +19,7 @@ from quantgate.modeldir import check_model_dir
 from quantgate.records import RequestRecord, RunManifest, parse_record
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
-from quantgate.serve.server import log_tail, started
+from quantgate.serve.server import SharedServer, log_tail
 from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 
 REQUESTS = "requests.jsonl"
@@ -52,9 +53,16 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                   slo_s: float = 10.0, timeout_s: float = 600.0, limit: int | None = None, overwrite: bool = False,
                   ignore_eos: bool = False, waves: float | None = None,
                   on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
+                  level_done: Callable[[int], None] | None = None, server: SharedServer | None = None,
                   record_root: Path | None = None, log: Callable[[str], None] = print) -> RunManifest:
-    """``record_root``: run.json records the variant and page-set paths relative to it when they lie
-    inside it (a study passes its folder; see ``fileio.recorded_path``)."""
+    """Send every page of ``split`` at each concurrency level; records are appended as requests finish.
+
+    ``on_level(c, n)`` is called before a level with the number of pages to send and may return a
+    callback for each finished record; ``level_done(c)`` after it. ``server``: a shared server of this
+    variant (started on first use, left running for its other users); without it one is started
+    here, only when something is left to send, and stopped at the end. ``record_root``: run.json
+    records the variant and page-set paths relative to it when they lie inside it (a study passes its
+    folder; see ``fileio.recorded_path``)."""
     from quantgate.heldout import load_pageset
     from quantgate.records import DEFAULT_PROMPT
 
@@ -101,7 +109,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         return lambda: ps.image_bytes(page)
 
     if any(todo.values()):
-        with started(backend, variant, out / "server.log", log) as ep:
+        with nullcontext(server) if server is not None else SharedServer(backend, variant, out / "server.log", log) as srv:
+            ep = srv.endpoint()
             server = ep.server
             if server is not None:
                 manifest.server_command = server.command
@@ -122,6 +131,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                 _read_server_log(manifest, backend, server)
                 _set_numerics(manifest, backend, variant)  # vLLM: from the kernels this start's log names
                 _finish(manifest, records, concurrency, out)
+                if level_done:
+                    level_done(c)
     return _finish(manifest, records, concurrency, out)
 
 

@@ -10,9 +10,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -206,3 +207,79 @@ def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = p
         yield Endpoint(server.base_url, backend.model_name(Path(model)), api_key, server)
     finally:
         server.stop()
+
+
+class SharedServer:
+    """One variant's server, started on first use and kept for everything that needs it until
+    :meth:`close` — a study's page runs and its lm-eval run share one start. Nothing is started
+    when nothing asks for the endpoint (a resumed study with every request recorded).
+
+    :meth:`prestart` starts it in a background thread while something else runs (a study starts the
+    next variant's server during this one's lm-eval, never during page runs, whose speed it measures);
+    :meth:`endpoint` then waits for it. ``starting(name, background)``, when given, is a context manager
+    wrapped around the start (a study times it and shows it as a stage). One instance per variant;
+    several may run side by side."""
+
+    def __init__(self, backend, model: Path, log_path: Path, log: Callable[[str], None] = print,
+                 starting: Callable[[str, bool], AbstractContextManager] | None = None):
+        self.backend, self.model, self.log_path, self.log, self.starting = backend, Path(model), Path(log_path), log, starting
+        self._stack = ExitStack()
+        self._ep: Endpoint | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._release = threading.Event()
+        self._error: BaseException | None = None
+        self.starts = 0
+
+    def _start(self, background: bool) -> None:
+        name = f"{self.backend.name} server"
+        with self.starting(name, background) if self.starting else nullcontext():
+            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log))
+        self.starts += 1
+
+    def prestart(self) -> None:
+        """Start the server in a background thread (no-op when started or starting)."""
+        if self._ep is not None or self._thread is not None:
+            return
+
+        def run() -> None:
+            try:
+                self._start(True)
+            except BaseException as e:  # noqa: BLE001 — handed to whoever asks for the endpoint
+                self._error = e
+            finally:
+                self._ready.set()
+            # The server dies with the thread that started it (PR_SET_PDEATHSIG follows the parent
+            # thread, not the process), so this thread lives until the server is stopped.
+            self._release.wait()
+
+        self._thread = threading.Thread(target=run, name=f"start {self.model.name}", daemon=True)
+        self._thread.start()
+
+    def endpoint(self) -> Endpoint:
+        if self._thread is not None:
+            self._ready.wait()
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+        if self._ep is None:
+            self._start(False)
+        return self._ep
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._ready.wait()  # a start under way finishes (bounded by its startup timeout), then stops
+        self._ep = None
+        try:
+            self._stack.close()
+        finally:
+            if self._thread is not None:
+                self._release.set()
+                self._thread.join()
+                self._thread = None
+
+    def __enter__(self) -> SharedServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,9 +1,10 @@
-"""A study's lm-eval step: each variant through its own server, skipped when a finished run matches the
-weights; then paired verdicts against the baseline."""
+"""A study's lm-eval step: each variant through its own server (the one its page runs use), skipped
+when a finished run matches the weights; then paired verdicts against the baseline."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError
@@ -12,32 +13,51 @@ from quantgate.fingerprint import weights_fingerprint
 from quantgate.study.spec import Study, resolve_path
 
 
-def run_lmeval_per_variant(st: Study, base: Path, out: Path, pages_dir: Path, variants: dict[str, Path],
-                           backend_for, log) -> None:
-    """lm-eval per variant through its own server; skipped when a finished run matches the weights."""
-    from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
-    from quantgate.lmeval.run import RESULT
+@dataclass
+class LmEvalPlan:
+    """What a study's lm-eval step runs for every variant: the tasks and the include folder."""
+
+    tasks: list[str]
+    include: Path | None
+    limit: int | None
+    concurrent: int
+
+    def done(self, variant_dir: Path, out: Path) -> bool:
+        """A finished run of the same weights, tasks and limit is there: nothing to run."""
+        from quantgate.lmeval.run import RESULT
+
+        f = Path(out) / RESULT
+        if not f.is_file():
+            return False
+        old = json.loads(f.read_text("utf-8"))
+        return (old.get("variant_fingerprint"), old.get("tasks"), old.get("limit")) == \
+            (weights_fingerprint(variant_dir), self.tasks, self.limit)
+
+
+def plan_lmeval(st: Study, base: Path, out: Path, pages_dir: Path) -> LmEvalPlan:
+    """The tasks (the page task written from the study's pages, when asked) for every variant."""
+    from quantgate.lmeval import PAGE_TASK, write_page_task
 
     spec = st.lm_eval
     # like every other path in a study, include_path is relative to the study file
-    tasks, include = list(spec.tasks), (str(resolve_path(base, spec.include_path)) if spec.include_path else None)
+    tasks, include = list(spec.tasks), (resolve_path(base, spec.include_path) if spec.include_path else None)
     if spec.page_task:
         if include:
             raise InputError("lm_eval: page_task and include_path cannot be combined (lm-eval takes one include "
                              "path); set page_task: false or put your tasks beside the page task")
-        include = str(write_page_task(pages_dir, out / "lmeval" / "task", prompt=st.prompt, split=st.split,
-                                      limit=spec.limit, max_tokens=min(st.max_tokens, 64)))
+        include = write_page_task(pages_dir, out / "lmeval" / "task", prompt=st.prompt, split=st.split,
+                                  limit=spec.limit, max_tokens=min(st.max_tokens, 64))
         tasks.append(PAGE_TASK)
-    for v in st.variants:
-        d = out / "lmeval" / v.name
-        if (d / RESULT).is_file():
-            old = json.loads((d / RESULT).read_text("utf-8"))
-            if (old.get("variant_fingerprint"), old.get("tasks"), old.get("limit")) == \
-                    (weights_fingerprint(variants[v.name]), tasks, spec.limit):
-                continue
-        log(f"[lm-eval] {v.name}: {', '.join(tasks)}")
-        run_lmeval(variants[v.name], backend_for(v), d, tasks=tasks, include_path=Path(include) if include else None,
-                   limit=spec.limit, concurrent=spec.concurrent, record_root=out, log=log)
+    return LmEvalPlan(tasks, include, spec.limit, spec.concurrent)
+
+
+def run_variant_lmeval(plan: LmEvalPlan, variant_dir: Path, backend, out: Path, *, server=None, on_response=None,
+                       record_root: Path | None = None, log=print) -> None:
+    """lm-eval for one variant, through ``server`` (its shared server) when given."""
+    from quantgate.lmeval import run_lmeval
+
+    run_lmeval(variant_dir, backend, out, tasks=plan.tasks, include_path=plan.include, limit=plan.limit,
+               concurrent=plan.concurrent, server=server, on_response=on_response, record_root=record_root, log=log)
 
 
 def lmeval_verdicts(st: Study, out: Path) -> list[dict]:

@@ -4,7 +4,10 @@ Each step writes its files before the next starts and is skipped when its inputs
 variants are reused when their fingerprint (weights, recipe, calibration pages) matches, runs
 resume request by request (and restart when the variant's weights changed), scores and verdicts
 are recomputed from the records (seconds). Killing it anywhere and rerunning completes the study
-with nothing lost or repeated. One study per output folder at a time (a lock file)."""
+with nothing lost or repeated. One study per output folder at a time (a lock file).
+
+Each variant's server is started once for its page runs and its lm-eval run (``SharedServer``); each
+step is one console stage and one line of ``timings.jsonl`` (``quantgate.study.timings``)."""
 
 from __future__ import annotations
 
@@ -12,14 +15,17 @@ import fcntl
 import json
 import os
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quantgate.console import Console, console_for
 from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json
-from quantgate.study.lmeval import lmeval_runs, run_lmeval_per_variant
-from quantgate.study.spec import VariantSpec, load_study, resolve_path
+from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
+from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
+from quantgate.study.timings import Clock
 from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
 
@@ -44,94 +50,201 @@ def study_lock(out: Path):
         fh.close()
 
 
-def run_study(study_path: Path, out: Path | None = None, log: Callable[[str], None] = print,
-              stop_after: str | None = None) -> dict:
-    """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests."""
+def study_output(study_path: Path, out: Path | None = None, st: Study | None = None) -> Path:
+    """The folder a study writes to: ``-o``, else the study's ``output`` (relative to the study file), else
+    ``<name>-out`` beside it. ``st``: the study, already loaded."""
+    st = st or load_study(study_path)
+    return Path(out) if out else resolve_path(Path(study_path).resolve().parent, st.output or f"{st.name}-out")
+
+
+def variant_levels(st: Study) -> tuple[dict[str, list[int]], int | None]:
+    """Concurrency levels per variant, and the noise level: every variant at the study's levels (the
+    first is where verdicts are made); the baseline also at the noise level, its second run."""
+    levels = list(st.concurrency)
+    noise = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
+    return ({v.name: sorted(set(levels + ([noise] if v.name == st.baseline and noise else []))) for v in st.variants},
+            noise)
+
+
+@dataclass
+class _Ctx:
+    st: Study
+    out: Path
+    pages_dir: Path
+    variants: dict[str, Path]
+    clock: Clock
+    lm: LmEvalPlan | None
+    n_pages: int  # pages each level sends
+    backend: Any  # the study's backend block, its compile cache resolved (with_compile_cache)
+
+
+def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
+              stop_after: str | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests. ``log``:
+    instead of a console, every line (stages and details) goes to this function."""
     from quantgate.heldout import load_pageset
-    from quantgate.heldout.synth_reuse import ensure_synth_pages
-    from quantgate.quantize import quantize
     from quantgate.reports import build_report, write_reports
     from quantgate.scoring import load_predictions, parse_metric_list, score_pages, write_scores
-    from quantgate.serve import serve_variant
-    from quantgate.serve.backends.derive import backend_from_spec
 
+    console = console or (console_for(log) if log else Console())
     study_path = Path(study_path)
     st = load_study(study_path)  # every field and number checked before any page, weight or server
     base = study_path.resolve().parent
-    out = study_output(study_path, st, out)
+    out = study_output(study_path, out, st)
     with study_lock(out):
         atomic_write_json(out / "study.json", st.model_dump())
-        # 1. pages
-        if st.pages.synth:
-            pages_dir = out / "pages"
-            # rebuilt when the recorded spec differs from the study's (heldout.synth_reuse)
-            ensure_synth_pages(pages_dir, **st.pages.synth.model_dump(), log=log)
-        else:
-            pages_dir = resolve_path(base, st.pages.path)
+        clock = Clock(out, console)
+        pages_dir = _pages(st, base, out, clock)
         ps = load_pageset(pages_dir)
-        model = resolve_path(base, st.model)
-        # 2. variants
-        variants: dict[str, Path] = {}
-        for v in st.variants:
-            vdir = out / "variants" / v.name
-            log(f"[quantize] {v.name} ({v.recipe})")
-            quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
-                     overwrite=True, record_root=out, log=log)
-            variants[v.name] = vdir
+        variants = _quantize_all(st, resolve_path(base, st.model), pages_dir, out, clock)
         if stop_after == "quantize":
             return {}
-        # 3. serve
-        levels = list(st.concurrency)
-        noise_level = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
-
-        spec = with_compile_cache(st.backend, base, out)
-
-        def backend_for(v: VariantSpec):
-            return backend_from_spec(spec, v.server_args)
-
-        for v in st.variants:
-            lv = sorted(set(levels + ([noise_level] if v.name == st.baseline and noise_level else [])))
-            backend = backend_for(v)
-            log(f"[serve] {v.name} at concurrency {lv}")
-            serve_variant(variants[v.name], pages_dir, backend, out / "runs" / v.name, split=st.split, concurrency=lv,
-                          max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
-                          limit=st.limit, overwrite=True, record_root=out, log=log)
-        if st.lm_eval:
-            run_lmeval_per_variant(st, base, out, pages_dir, variants, backend_for, log)
+        levels, noise_level = variant_levels(st)
+        ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
+                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out))
+        _serve_all(ctx, levels)
         if stop_after == "serve":
             return {}
-        # 4. score (from the records; seconds)
+        # score (from the records; seconds)
         metrics = parse_metric_list(st.metrics)
         scores: dict[tuple[str, int], dict[str, dict]] = {}
-        for v in st.variants:
-            rdir = out / "runs" / v.name
-            lv_all = sorted({int(x["concurrency"]) for x in _levels(rdir)})
-            for c in lv_all:
-                preds = load_predictions(rdir, ps, st.split, c)
-                rows = score_pages(ps, preds, metrics, st.split)
-                if st.limit:
-                    rows = [r for r in rows if r["page_id"] in preds]
-                write_scores(out / score_file(v.name, c), rows)
-                scores[(v.name, c)] = {r["page_id"]: r for r in rows}
+        with clock.stage("score", "score", unit="run") as stage:
+            for v in st.variants:
+                rdir = out / "runs" / v.name
+                for c in sorted({int(x["concurrency"]) for x in _levels(rdir)}):
+                    preds = load_predictions(rdir, ps, st.split, c)
+                    rows = score_pages(ps, preds, metrics, st.split)
+                    if st.limit:
+                        rows = [r for r in rows if r["page_id"] in preds]
+                    write_scores(out / score_file(v.name, c), rows)
+                    scores[(v.name, c)] = {r["page_id"]: r for r in rows}
+                    stage.advance()
         if stop_after == "score":
             return {}
-        # 5. compare, at the first concurrency level; the baseline's other level is its noise run. The
+        # compare at the first concurrency level (the baseline's other level is its noise run), report. The
         # verdicts are made from the score files just written, the way the gate makes them again.
-        verdicts, lm_verdicts = study_verdicts(st, out)
-        lm = {"verdicts": lm_verdicts, "runs": lmeval_runs(st, out)} if st.lm_eval else None
-        inputs = verdict_inputs(st, out, judged_pages(pages_dir, out))
-        # 6. report
-        c0 = levels[0]
-        worst = worst_pages(st, ps, out, scores, c0)
-        report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst, lm_eval=lm,
-                              inputs=inputs)
-        write_reports(report, out)
+        c0 = st.concurrency[0]
+        with clock.stage("report", "compare and report", unit=None):
+            verdicts, lm_verdicts = study_verdicts(st, out)
+            lm = {"verdicts": lm_verdicts, "runs": lmeval_runs(st, out)} if st.lm_eval else None
+            inputs = verdict_inputs(st, out, judged_pages(pages_dir, out))
+            worst = worst_pages(st, ps, out, scores, c0)
+            report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst,
+                                  lm_eval=lm, inputs=inputs)
+            write_reports(report, out)
         return report
 
 
-def study_output(study_path: Path, st, out: Path | None = None) -> Path:
-    """The study's output folder: ``-o``, else its ``output`` (relative to the study file), else NAME-out."""
-    return Path(out) if out else resolve_path(Path(study_path).resolve().parent, st.output or f"{st.name}-out")
+def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
+    """The study's page set: its folder, or the synthetic set under ``out/pages``, rebuilt when the recorded
+    spec differs from the study's (``heldout.synth_reuse``)."""
+    from quantgate.heldout.synth_reuse import ensure_synth_pages
+
+    if not st.pages.synth:
+        return resolve_path(base, st.pages.path)
+    pages_dir, sy = out / "pages", st.pages.synth
+    with clock.stage("pages", f"pages: {sy.n} synthetic ({sy.profile})", unit=None) as stage:
+        if not ensure_synth_pages(pages_dir, **sy.model_dump(), log=clock.console.detail):
+            stage.reused = True
+            stage.set_note("reused")
+    return pages_dir
+
+
+def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock) -> dict[str, Path]:
+    from quantgate.quantize import quantize
+
+    variants: dict[str, Path] = {}
+    for v in st.variants:
+        vdir = out / "variants" / v.name
+        with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", unit=None, variant=v.name) as stage:
+            def log(msg: str, stage=stage) -> None:
+                if "reusing it" in msg:
+                    stage.reused = True
+                    stage.set_note("reused")
+                elif msg.startswith("calibrating on"):
+                    stage.set_note(msg.split(" from ")[0])
+                clock.console.detail(msg)
+
+            quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
+                     overwrite=True, record_root=out, log=log)
+        variants[v.name] = vdir
+    return variants
+
+
+def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
+    """One variant at a time, each through one server for its page runs and then its lm-eval run. The
+    next variant's server starts in the background during this one's lm-eval (never during page runs,
+    whose speed is measured alone); this one's server is stopped before the next variant's pages."""
+    from quantgate.serve.backends.derive import backend_from_spec
+    from quantgate.serve.server import SharedServer
+
+    st, clock = ctx.st, ctx.clock
+
+    def server_for(v: VariantSpec) -> SharedServer:
+        def starting(name: str, background: bool):
+            label = f"{v.name}: {name} start" + (" (beside the previous variant's lm-eval)" if background else "")
+            return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
+
+        return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variants[v.name],
+                            ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting)
+
+    servers = {v.name: server_for(v) for v in st.variants}
+    with ExitStack() as stack:
+        for server in servers.values():
+            stack.enter_context(server)  # every server is stopped on the way out, whatever happens
+        for i, v in enumerate(st.variants):
+            nxt = st.variants[i + 1] if i + 1 < len(st.variants) else None
+            prestart = servers[nxt.name].prestart if nxt and _needs_server(ctx, nxt, levels[nxt.name]) else None
+            _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
+            servers[v.name].close()
+
+
+def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:
+    """Whether a variant has anything left to send — a guess from its files that decides only whether
+    its server is started ahead of time; the page runs and lm-eval decide for themselves."""
+    if ctx.lm is not None and not ctx.lm.done(ctx.variants[v.name], ctx.out / "lmeval" / v.name):
+        return True
+    run = ctx.out / "runs" / v.name / "run.json"
+    if not run.is_file():
+        return True
+    have = {lv["concurrency"]: lv for lv in json.loads(run.read_text("utf-8")).get("levels", [])}
+    return any(c not in have or have[c]["n_requests"] < ctx.n_pages or have[c]["n_errors"] for c in levels)
+
+
+def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestart_next) -> None:
+    """One variant's page runs at its levels, then its lm-eval run, through ``server`` (started on first
+    use: not at all when everything is recorded). ``prestart_next`` starts the next variant's server
+    once the page runs are done."""
+    from quantgate.serve import serve_variant
+
+    st, clock, vdir = ctx.st, ctx.clock, ctx.variants[v.name]
+    rdir = ctx.out / "runs" / v.name
+    noise = variant_levels(st)[1]
+    stages = ExitStack()
+
+    def on_level(c: int, n: int):
+        what = " (noise run)" if v.name == st.baseline and c == noise else ""
+        stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
+                                                 variant=v.name, concurrency=c))
+        return lambda rec: stage.advance()
+
+    with stages:
+        serve_variant(vdir, ctx.pages_dir, server.backend, rdir, split=st.split, concurrency=levels,
+                      max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
+                      limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
+                      server=server, record_root=ctx.out, log=clock.console.detail)
+    if prestart_next:
+        prestart_next()
+    lm_out = ctx.out / "lmeval" / v.name
+    if ctx.lm is not None and not ctx.lm.done(vdir, lm_out):
+        with clock.stage("lmeval", f"{v.name}: lm-eval {', '.join(ctx.lm.tasks)}", unit="request",
+                         variant=v.name) as stage:
+            run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
+                               record_root=ctx.out, log=clock.console.detail)
+
+
+def _levels(rdir: Path) -> list[dict[str, Any]]:
+    return json.loads((rdir / "run.json").read_text("utf-8"))["levels"]
 
 
 def judged_pages(pages_dir: Path, out: Path) -> Path:
@@ -161,7 +274,3 @@ def with_compile_cache(spec, base: Path, out: Path):
     elif cc.lower() != "none":
         cc = str(resolve_path(base, os.path.expanduser(cc)).resolve())
     return spec.model_copy(update={"compile_cache": cc})
-
-
-def _levels(rdir: Path) -> list[dict[str, Any]]:
-    return json.loads((rdir / "run.json").read_text("utf-8"))["levels"]

@@ -19,6 +19,9 @@ class TransformersOptions(ServerArgs):
     device: str = Field("cpu", min_length=1, description="device transformers serve runs on (cpu, cuda:0, auto)")
     continuous_batching: bool = Field(False, description="transformers serve's continuous batching (otherwise "
                                       "one request at a time)")
+    threads: int | None = Field(None, gt=0, description="torch threads of the server process (OMP_NUM_THREADS; "
+                                "default: torch's, one per core). A small model answers one request as fast with 1 "
+                                "on CPU and leaves the other cores free (benchmarks/demo_threads.py)")
 
 
 @register_backend("transformers")
@@ -45,8 +48,11 @@ class TransformersBackend(Backend):
                 c.append("--continuous-batching")
             return c + list(o.extra_args)
 
+        env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        if o.threads:
+            env["OMP_NUM_THREADS"] = str(o.threads)  # torch's intra-op pool reads it at import
         return ManagedServer(name=f"transformers serve {model.name}", make_command=cmd, log_path=log_path,
-                             env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, startup_timeout_s=300)
+                             env=env, startup_timeout_s=300)
 
     def server_version(self) -> str | None:
         return f"transformers {md.version('transformers')}"
@@ -62,10 +68,13 @@ class TransformersBackend(Backend):
                               compilation="torch.compile" if _last_bool(args, "--compile") else "none")
 
     def notes(self, model: Path) -> list[str]:
-        if self.options.continuous_batching:
-            return []
-        return ["transformers serve handles one request at a time: throughput is flat across "
-                "concurrency levels; use it for accuracy, vLLM for speed"]
+        notes = []
+        if self.options.threads:
+            notes.append(f"transformers serve ran with {self.options.threads} torch thread(s) (OMP_NUM_THREADS)")
+        if not self.options.continuous_batching:
+            notes.append("transformers serve handles one request at a time: throughput is flat across "
+                         "concurrency levels; use it for accuracy, vLLM for speed")
+        return notes
 
     def numerics(self, model: Path, kernels: dict[str, str]):
         from quantgate.serve.numerics import variant_numerics

@@ -1,0 +1,305 @@
+"""``quantgate init``: from a checkpoint and pages to a commented study YAML that runs as written.
+
+It inspects the checkpoint (the same checks every stage runs, then the meta-device build the planner
+uses: architecture, parameters, which presets apply and what stays BF16), takes the pages as a page set
+or imports a folder of images/PDFs into one beside the YAML (so the YAML runs as is and the counts are
+real), and proposes variants, metrics, margins, concurrency levels and an SLO for the backend. Every
+choice is written with a comment that says why."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from quantgate.errors import InputError
+
+# Presets a study proposes by default (the demo's set); the harmful ones exist for gate tests.
+PROPOSED = ("fp8-dynamic", "nvfp4", "mixed")
+# Margins the demo and docs/study.md use, for metrics whose registry entry declares none yet.
+FALLBACK_MARGINS = {"ned": 0.01, "cer": 0.01, "wer": 0.01, "bow_f1": 0.02, "table_teds": 0.02, "checks": 0.02}
+MIN_PAGES_PER_VERDICT = 20  # what the statistics need (docs/statistics.md)
+_TABLE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+", re.M)  # a markdown table's separator row
+
+
+@dataclass
+class ModelFacts:
+    path: Path
+    architecture: str
+    params: int
+    weights_bytes: int
+    vision_bf16: int  # vision encoder + projector modules, kept BF16 by every proposed preset
+    presets: dict[str, dict]  # applicable preset → {formats, quantized, compression, calibration}
+    not_applicable: dict[str, str]  # preset → why not
+
+
+@dataclass
+class PageFacts:
+    path: Path
+    n: int
+    heldout: int
+    calibration: int
+    heldout_truth: int
+    heldout_checks: int
+    tables: bool
+    truth_tokens_max: int | None
+    imported: str | None = None  # the `pages import` command init ran, if it imported
+    warnings: list[str] = field(default_factory=list)
+
+
+def inspect_model(model: Path) -> ModelFacts:
+    from quantgate.modeldir import check_model_dir
+    from quantgate.quantize.plan import make_plan, model_modules
+    from quantgate.recipes import NEEDS_CALIBRATION, list_presets, load_recipe
+
+    model = Path(model)
+    if not model.is_dir():
+        raise InputError(f"--model {model}: not a folder; give a Hugging Face checkpoint folder (config.json + "
+                         "*.safetensors)")
+    check_model_dir(model)  # safetensors only, no remote code, a chat template that renders
+    mm = model_modules(model)
+    cfg = json.loads((model / "config.json").read_text("utf-8"))
+    presets, refused = {}, {}
+    for name in list_presets():
+        try:
+            plan = make_plan(model, load_recipe(name), modules=mm)
+        except InputError as e:
+            refused[name] = str(e)
+            continue
+        quantized = {f for f in plan.formats.values() if f != "bf16"}
+        if name != "bf16" and not quantized:
+            refused[name] = "quantizes no module of this model"
+            continue
+        presets[name] = {"formats": sorted(quantized), "compression": plan.totals()["compression"],
+                         "quantized": sum(1 for f in plan.formats.values() if f != "bf16"),
+                         "calibration": bool(quantized & NEEDS_CALIBRATION),
+                         "vision_touched": any(plan.formats.get(m.name, "bf16") != "bf16"
+                                               for m in mm.modules if m.kind in ("vision", "projector"))}
+    return ModelFacts(model, (cfg.get("architectures") or ["?"])[0], mm.total_params,
+                      sum(f.stat().st_size for f in model.glob("*.safetensors")),
+                      sum(1 for m in mm.modules if m.kind in ("vision", "projector")), presets, refused)
+
+
+def _token_counter(model: Path):
+    """Token counts by the model's own tokenizer (``tokenizer.json``), else about 3 characters a token."""
+    f = model / "tokenizer.json"
+    if f.is_file():
+        try:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(f))
+            return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+        except Exception:  # noqa: BLE001 — an unreadable tokenizer only loses the estimate's precision
+            pass
+    return lambda text: math.ceil(len(text) / 3)
+
+
+def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: Path | None = None,
+                  import_to: Path | None = None) -> PageFacts:
+    """A page set as is, or a folder/file of images and PDFs imported into ``import_to``."""
+    from quantgate.heldout import load_pageset
+    from quantgate.heldout.importer import ImportOptions, import_pages
+
+    pages = Path(pages)
+    imported = None
+    if (pages / "pages.jsonl").is_file():
+        if truth or checks:
+            raise InputError(f"--pages {pages}: is a page set already; --truth and --checks apply when importing "
+                             "images or PDFs (re-import with `quantgate pages import` to change them)")
+        pset_dir = pages
+    else:
+        pset_dir = Path(import_to) if import_to else out_dir / "pages"
+        if pset_dir.exists() and any(pset_dir.iterdir()):
+            raise InputError(f"{pset_dir}: exists and is not empty; init imports the pages there — remove it, or pass "
+                             "--pages-out DIR, or give the existing page set as --pages")
+        import_pages([pages], pset_dir, ImportOptions(truth_dir=truth, checks_file=checks))
+        imported = " ".join(["quantgate pages import", shlex.quote(str(pages)), "-o", shlex.quote(str(pset_dir))]
+                            + (["--truth", shlex.quote(str(truth))] if truth else [])
+                            + (["--checks", shlex.quote(str(checks))] if checks else []))
+    try:
+        return _page_facts(load_pageset(pset_dir), model, imported)
+    except BaseException:
+        if imported:  # refused: the pages init imported go too
+            shutil.rmtree(pset_dir, ignore_errors=True)
+        raise
+
+
+def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
+    pset_dir = ps.root
+    held = ps.split("heldout")
+    truths = [t for t in (ps.truth_text(p) for p in held) if t is not None]
+    facts = PageFacts(pset_dir, len(ps.pages), len(held), len(ps.split("calibration")), len(truths),
+                      sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported)
+    if not held:
+        raise InputError(f"{pset_dir}: no held-out pages to score ({facts.n} page(s), all in the calibration split); "
+                         "import more pages or a smaller --calibration-fraction")
+    if not truths and not facts.heldout_checks:
+        raise InputError(f"{pset_dir}: no held-out page has truth or checks, so nothing can be scored; give "
+                         "--truth DIR (<page id>.md files) or --checks FILE (olmOCR-bench JSONL)")
+    if truths:
+        count = _token_counter(Path(model))
+        facts.truth_tokens_max = max(count(t) for t in truths)
+    if facts.heldout < MIN_PAGES_PER_VERDICT:
+        facts.warnings.append(f"only {facts.heldout} held-out page(s): the statistics need at least "
+                              f"{MIN_PAGES_PER_VERDICT} for a verdict; add pages before trusting one")
+    return facts
+
+
+def default_margin(metric: str) -> tuple[float, str]:
+    """The metric registry's declared margin when it has one, else the demo's."""
+    from quantgate.scoring import get_metric
+
+    m = getattr(get_metric(metric), "default_margin", None)
+    return (float(m), "the metric registry's default") if m is not None else (FALLBACK_MARGINS.get(metric, 0.01),
+                                                                                 "the demo's value")
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def _flow(obj) -> str:
+    """One YAML value on one line (a string as JSON, which YAML reads; safe_dump would add "...")."""
+    if isinstance(obj, str):
+        return json.dumps(obj)
+    return yaml.safe_dump(obj, default_flow_style=True, sort_keys=False, width=10_000).strip()
+
+
+def check_variants(mf: ModelFacts, variants: list[str] | None) -> None:
+    from quantgate.recipes import list_presets
+
+    for v in variants or []:
+        if v not in mf.presets:
+            why = mf.not_applicable.get(v, f"no such preset (presets: {', '.join(list_presets())})")
+            raise InputError(f"--variants {v}: does not apply to {mf.path}: {why}")
+
+
+def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, variants: list[str] | None,
+                 name: str | None = None) -> str:
+    """The commented YAML."""
+    here = yaml_path.resolve().parent
+
+    def rel(p: Path) -> str:
+        """Relative to the YAML (how a study reads paths) when beside or under it; absolute otherwise."""
+        r = os.path.relpath(Path(p).resolve(), here)
+        return str(Path(p).resolve()) if r.startswith("..") else r
+
+    name = name or re.sub(r"[^A-Za-z0-9._-]+", "-", mf.path.resolve().name).strip("-") or "study"
+    check_variants(mf, variants)
+    chosen = variants if variants is not None else [p for p in PROPOSED if p in mf.presets]
+    if not pf.calibration:
+        dropped = [v for v in chosen if mf.presets[v]["calibration"]]
+        if dropped and variants is not None:
+            raise InputError(f"--variants {', '.join(dropped)}: need calibration pages and {pf.path} has none in its "
+                             "calibration split")
+        chosen = [v for v in chosen if v not in dropped]
+    metrics = (["ned", "cer", "bow_f1"] if pf.heldout_truth else []) + (["table_teds"] if pf.tables else []) \
+        + (["checks"] if pf.heldout_checks else [])
+    margins = {m: default_margin(m) for m in metrics}
+    gpu = _cuda()
+    L: list[str] = [
+        f"# Written by `quantgate init`. Every choice below says why; edit any of them. Run: quantgate study {yaml_path}",
+        f"name: {_flow(name)}",
+        f"# {mf.architecture}: {mf.params / 1e6:,.1f} M parameters, {mf.weights_bytes / 1e6:,.1f} MB of safetensors.",
+        f"model: {_flow(rel(mf.path))}",
+        f"# {pf.n} pages: {pf.heldout} held out (scored; {pf.heldout_truth} with truth, {pf.heldout_checks} checks), "
+        f"{pf.calibration} for calibration.",
+    ]
+    if pf.imported:
+        L.append(f"# Imported by init with: {pf.imported}")
+    L += [f"pages: {_flow({'path': rel(pf.path)})}", "split: heldout"]
+    for w in pf.warnings:
+        L.append(f"# NOTE: {w}")
+    L += ["# The variants: the BF16 baseline and presets that apply to this model (`quantgate plan MODEL --recipe "
+          "NAME` shows each module's format).",
+          f"# The vision encoder and projector ({mf.vision_bf16} modules) stay BF16 in every variant below"
+          + ("." if not any(mf.presets[v]["vision_touched"] for v in chosen) else ", except "
+             + ", ".join(v for v in chosen if mf.presets[v]["vision_touched"]) + "."),
+          "variants:", "  - {name: bf16, recipe: bf16}  # the baseline: the checkpoint re-saved, nothing quantized"]
+    for v in chosen:
+        p = mf.presets[v]
+        cal = "; calibrates activation scales on the calibration pages" if p["calibration"] else ""
+        L.append(f"  - {_flow({'name': v, 'recipe': v})}  # {p['quantized']} modules {'+'.join(p['formats'])}, "
+                 f"~{p['compression']}x smaller weights{cal}")
+    others = sorted(set(mf.presets) - set(chosen) - {"bf16"})
+    if others:
+        L.append(f"# Also applicable: {', '.join(others)} (harmful-* are deliberately bad, for testing the gate).")
+    L.append("baseline: bf16")
+    if any(mf.presets[v]["calibration"] for v in chosen):
+        n = min(32, pf.calibration)
+        L.append(f"calibration_samples: {n}  # the calibration split has {pf.calibration} page(s); 32 is the presets' "
+                 "default")
+    if backend == "transformers":
+        dev = "cuda:0" if gpu else "cpu"
+        L += [f"backend: {_flow({'name': 'transformers', 'device': dev})}  # transformers serve, on "
+              f"{'the GPU' if gpu else 'the CPU (no GPU found)'}",
+              "# transformers serve answers one request at a time, so more levels would only repeat the first:",
+              "# verdicts at concurrency 1; the baseline is served again at 2 as its noise run. vLLM measures speed.",
+              "concurrency: [1]", "noise_concurrency: 2",
+              f"slo_s: {10 if gpu else 60}  # p90 latency a page may take; the report names the highest level within "
+              "it"]
+    elif backend == "vllm":
+        L += ["backend: {name: vllm}  # vllm serve, from its own environment: export QUANTGATE_VLLM=/path/to/vllm "
+              "(or set vllm_cmd here)",
+              "# Verdicts at the first level; the baseline's second level (8) is its noise run (batching changes",
+              "# its numerics); the others show how throughput and p90 latency scale.",
+              "concurrency: [1, 8, 32, 64]",
+              "slo_s: 10  # p90 latency a page may take; the report names the highest level within it"]
+    elif backend == "openai":
+        L += ["# An endpoint that already runs: it must serve each variant under its model name (the variant's",
+              "# folder path, or set model: here). Edit the URL.",
+              "backend: {name: openai, endpoint: 'http://127.0.0.1:8000/v1'}",
+              "concurrency: [1, 8]  # verdicts at 1; the baseline's second level is its noise run",
+              "slo_s: 10  # p90 latency a page may take"]
+    else:
+        raise InputError(f"--backend {backend}: init writes transformers, vllm or openai studies")
+    if pf.truth_tokens_max:
+        mt = max(256, 64 * math.ceil(pf.truth_tokens_max * 1.5 / 64))
+        L.append(f"max_tokens: {mt}  # 1.5x the longest held-out truth ({pf.truth_tokens_max} tokens by the model's "
+                 "tokenizer)")
+    else:
+        L.append("max_tokens: 4096  # no truth to size it from: a full page of markdown")
+    L.append(f"metrics: {_flow(metrics)}  # " + "; ".join(
+        x for x in ["ned, cer, bow_f1 from the truth files" if pf.heldout_truth else "",
+                    "table_teds: the truth has tables" if pf.tables else "",
+                    "checks: olmOCR-bench checks on the pages" if pf.heldout_checks else ""] if x))
+    srcs = sorted({src for _, src in margins.values()})
+    L += [f"# Equivalence margins ({' / '.join(srcs)}): a variant is within noise only when the 90% interval of its",
+          "# mean difference from BF16 lies inside ±margin (docs/statistics.md). Set them to what your users notice.",
+          f"margins: {_flow({m: v for m, (v, _) in margins.items()})}",
+          "seed: 0", f"output: {_flow(name + '-out')}",
+          "# lm-eval beside the pages (docs/lmeval.md): the page-heading task, or your own tasks. Uncomment to add:",
+          f"# lm_eval: {{page_task: true, limit: {min(32, pf.heldout)}, margin: 0.05}}"]
+    return "\n".join(L) + "\n"
+
+
+def write_study(yaml_path: Path, text: str, overwrite: bool = False) -> None:
+    """Validate the text as a study (the same loader `quantgate study` uses), then write it atomically."""
+    import tempfile
+
+    from quantgate.fileio import atomic_write_text
+    from quantgate.study.spec import load_study
+
+    yaml_path = Path(yaml_path)
+    if yaml_path.exists() and not overwrite:
+        raise InputError(f"-o {yaml_path}: exists; choose another path or pass --overwrite")
+    yaml_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=yaml_path.parent, delete=False) as f:
+        f.write(text)
+    try:
+        load_study(Path(f.name))  # paths in it are relative to the folder it will live in: the same one
+    finally:
+        os.unlink(f.name)
+    atomic_write_text(yaml_path, text)
