@@ -442,12 +442,10 @@ def test_demo_pages_below_the_verdict_minimum_warn(capsys, tmp_path):
     synth_pages(out, least, seed=sy["seed"], calibration_fraction=sy["calibration_fraction"], profile="simple")
     held = [p.split == "heldout" for p in load_pageset(out).pages]  # the split the demo's pages really get
     assert sum(held) == need and held[-1]  # `least` is the first count that reaches the minimum
-    parser = cli.build_parser()
-    assert parser.parse_args(["demo", "--pages", str(least - 1)]).pages == least - 1
-    err = capsys.readouterr().err
+    from quantgate.commands.study import demo_pages_warning
+
+    err = demo_pages_warning(least - 1, None)
     assert len(err.splitlines()) == 1 and err.startswith("warning: ") and f"--pages {least} or more" in err
+    assert demo_pages_warning(least - 1, 4) is None  # --min-pages: the small demo is deliberate
     for n in (least, 40):
-        parser.parse_args(["demo", "--pages", str(n)])
-        assert capsys.readouterr().err == ""
-    parser.parse_args(["demo"])
-    assert capsys.readouterr().err == ""
+        assert demo_pages_warning(n, None) is None

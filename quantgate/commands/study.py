@@ -26,16 +26,15 @@ def demo_min_pages() -> tuple[int, int]:
     return least, need
 
 
-class DemoPages(argparse.Action):
-    """``demo --pages``: at least 2 (a paired comparison needs two pages); fewer than the verdict's
-    minimum is a warning, not a refusal — small demos are how the flow is smoke-tested in minutes."""
-
-    def __call__(self, parser, namespace, value, option_string=None):
-        setattr(namespace, self.dest, value)
-        least, need = demo_min_pages()
-        if value < least:
-            print(f"warning: --pages {value} leaves fewer than {need} held-out pages, the minimum a verdict asks "
-                  f"for; use --pages {least} or more for verdicts you can act on", file=sys.stderr)
+def demo_pages_warning(pages: int, min_pages: int | None) -> str | None:
+    """``demo --pages`` below what gives the verdict's minimum of held-out pages: a one-line warning (not a
+    refusal — small demos are how the flow is smoke-tested in minutes), unless ``--min-pages`` says the
+    smaller page count is deliberate."""
+    least, need = demo_min_pages()
+    if pages >= least or min_pages is not None:
+        return None
+    return (f"warning: --pages {pages} leaves fewer than {need} held-out pages, the minimum a verdict asks for; "
+            f"use --pages {least} or more for verdicts you can act on (or --min-pages for a smoke test)")
 
 
 def register(sub) -> None:
@@ -89,7 +88,7 @@ docs/study.md explains the family rule.""")
                        "page-heading task through the same server, score, compare with BF16 and write the report. "
                        "No network.")
     d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
-    d.add_argument("--pages", type=int_range(2), action=DemoPages, default=40, help="synthetic pages, >= 2 (about "
+    d.add_argument("--pages", type=int_range(2), default=40, help="synthetic pages, >= 2 (about "
                    "80%% held out; default 40); fewer than the verdict's held-out minimum asks for is warned about")
     d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
     d.add_argument("--min-pages", type=int_range(2), default=None,
@@ -178,6 +177,9 @@ def cmd_gate(a: argparse.Namespace) -> int:
 def cmd_demo(a: argparse.Namespace) -> int:
     from quantgate.demo import run_demo
 
+    warning = demo_pages_warning(a.pages, a.min_pages)
+    if warning:
+        print(warning, file=sys.stderr)
     rep = _run_quietly(a.output, a.verbose, "quantgate demo",
                        lambda c: run_demo(a.output, a.pages, a.variants.split(","), console=c, min_pages=a.min_pages))
     return _finish(rep, a.output)
