@@ -5,7 +5,12 @@ settings, not by where the root is), then answers like ``quantgate.testing.stub`
 quantgate records from a vLLM start (engine settings, cold and warm starts); it never loads the model.
 
     python -m quantgate.testing.fake_vllm serve MODEL --port 8011 [--max-num-seqs 64] [--kv-cache-dtype fp8]
-                                          [--enforce-eager] [--profiler-config JSON]
+                                          [--enforce-eager] [--profiler-config JSON] [--speculative-config JSON]
+                                          [--linear-backend NAME]
+
+``--speculative-config`` and ``--linear-backend`` show in the config line as 0.26 prints them (n-gram also
+disables async scheduling), and a speculative server prints a ``SpecDecoding metrics`` line (0.26's format,
+made-up counts) every ``FAKE_VLLM_STATS_S`` seconds (default 2); other vLLM flags are accepted and ignored.
 
 Also like 0.26: ``VLLM_BATCH_INVARIANT=1`` on a Gated DeltaNet model (config ``model_type`` qwen3_5) refuses to
 start with vLLM's error; ``--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR, ...}'`` mounts
@@ -45,6 +50,11 @@ def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str],
     eager = "--enforce-eager" in args
     seqs = _opt(args, "--max-num-seqs")
     kv = _opt(args, "--kv-cache-dtype", "auto")
+    spec = json.loads(_opt(args, "--speculative-config") or "null")
+    linear = _opt(args, "--linear-backend", "auto")
+    spec_text = "None" if not spec else (f"SpeculativeConfig(method={spec.get('method')!r}, "
+                                         f"model=None, num_spec_tokens={spec.get('num_speculative_tokens')})")
+    ngram = bool(spec) and spec.get("method") == "ngram"
     prefix = "--no-enable-prefix-caching" not in args
     sizes = [] if eager else capture_sizes(int(seqs or 1024))
     mode, cg = ("NONE: 0", "NONE: 0") if eager else ("VLLM_COMPILE: 3", "FULL_AND_PIECEWISE: (2, 1)")
@@ -53,15 +63,15 @@ def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str],
     out = [f"{api} [api_utils.py:273] non-default args: {{'model_tag': '{model}', 'host': '127.0.0.1', {nd}"
            f"'enable_prefix_caching': {prefix}}}",
            f"{api} [scheduler.py:252] Chunked prefill is enabled with max_num_batched_tokens=8192.",
-           f"{api} [vllm.py:1109] Asynchronous scheduling is enabled.",
+           f"{api} [vllm.py:1109] Asynchronous scheduling is {'disabled' if ngram else 'enabled'}.",
            f"{core} [core.py:116] Initializing a V1 LLM engine (v{VERSION}) with config: model='{model}', "
-           f"speculative_config=None, tokenizer='{model}', skip_tokenizer_init=False, dtype=torch.bfloat16, "
+           f"speculative_config={spec_text}, tokenizer='{model}', skip_tokenizer_init=False, dtype=torch.bfloat16, "
            f"max_seq_len=8192, quantization=None, quantization_config=None, enforce_eager={eager}, "
            f"kv_cache_dtype={kv}, device_config=cuda, seed=0, served_model_name={model}, "
            f"enable_prefix_caching={prefix}, enable_chunked_prefill=True, pooler_config=None, "
            f"compilation_config={{'mode': <CompilationMode.{mode}>, 'cache_dir': '', 'backend': 'inductor', "
            f"'cudagraph_mode': <CUDAGraphMode.{cg}>, 'cudagraph_capture_sizes': {sizes}, "
-           f"'max_cudagraph_capture_size': {max(sizes, default=0)}}}, kernel_config=KernelConfig(linear_backend='auto')",
+           f"'max_cudagraph_capture_size': {max(sizes, default=0)}}}, kernel_config=KernelConfig(linear_backend='{linear}')",
            f"{core} [cuda.py:482] Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN'].",
            f"{core} [default_loader.py:430] Loading weights took 0.01 seconds"]
     cache = None
@@ -75,7 +85,7 @@ def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str],
                 raise SystemExit("fake vllm: set VLLM_CACHE_ROOT (or VLLM_DISABLE_COMPILE_CACHE=1)")
             if not os.path.isabs(root):
                 raise SystemExit(f"fake vllm: VLLM_CACHE_ROOT must be absolute, got {root!r}")
-            key = hashlib.sha256(repr((model, sizes, kv)).encode()).hexdigest()[:10]
+            key = hashlib.sha256(repr((model, sizes, kv, spec, linear)).encode()).hexdigest()[:10]
             cache = Path(root) / "torch_compile_cache" / key / "rank_0_0" / "backbone"
             out.append(f"{core} [backends.py:1095] Using cache directory: {cache} for vLLM's torch.compile")
             if (cache / "vllm_compile_cache.py").is_file():
@@ -89,6 +99,20 @@ def _lines(model: str, args: list[str], env: dict[str, str]) -> tuple[list[str],
         out.append(f"{core} [gpu_model_runner.py:6844] Graph capturing finished in 0 secs, took 0.01 GiB")
     out.append(f"{core} [core.py:347] init engine (profile, create kv cache, warmup model) took 0.42 s")
     return out, cache
+
+
+SPEC_LINE = ("(EngineCore pid=4171) INFO 11-30 14:03:{sec:02d} [metrics.py:120] SpecDecoding metrics: Mean acceptance "
+             "length: 1.10, Accepted throughput: 1.50 tokens/s, Drafted throughput: 45.00 tokens/s, Accepted: 3 tokens, "
+             "Drafted: 90 tokens, Per-position acceptance rate: 0.067, 0.033, 0.000, Avg Draft acceptance rate: 3.3%")
+
+
+def _spec_stats(every_s: float) -> None:
+    """Like vLLM's periodic stats logger (counters reset per interval); the counts are made up."""
+    n = 0
+    while True:
+        time.sleep(every_s)
+        print(SPEC_LINE.format(sec=n % 60), flush=True)
+        n += 1
 
 
 GDN_REFUSAL = "RuntimeError: VLLM batch_invariant mode is not supported for GDN_ATTN."
@@ -174,6 +198,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from quantgate.testing.stub import make_app
 
+    if _opt(args, "--speculative-config"):
+        import threading
+
+        threading.Thread(target=_spec_stats, args=(float(os.environ.get("FAKE_VLLM_STATS_S", "2")),),
+                         daemon=True).start()
     app = make_app()
     pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
     if pcfg.get("profiler") == "torch":

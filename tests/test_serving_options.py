@@ -1,0 +1,132 @@
+"""benchmarks/serving_options.py on a synthetic finished study (quantgate.testing.study_folder) whose variants
+are serving options: which reference each option is compared with, the exact-match rate page by page, the
+diff examples, the verdicts read from summary.json, the speed ratios and the n-gram acceptance rate read
+from a server.log line in vLLM 0.26's format."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from quantgate.testing.study_folder import finished_study
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("serving_options", ROOT / "benchmarks" / "serving_options.py")
+so = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(so)
+
+NGRAM = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":2}'
+VARIANTS = [{"name": "bf16", "recipe": "bf16"},
+            {"name": "bf16-ngram", "recipe": "bf16", "server_args": ["--speculative-config", NGRAM]},
+            {"name": "bf16-kvfp8", "recipe": "bf16", "server_args": ["--kv-cache-dtype", "fp8"]},
+            {"name": "nvfp4", "recipe": "nvfp4"},
+            {"name": "nvfp4-emulation", "recipe": "nvfp4", "server_args": ["--linear-backend", "emulation"]}]
+# as vLLM 0.26 prints it (vllm/v1/spec_decode/metrics.py:120-135), two stats intervals
+SPEC_LOG = ("(APIServer pid=9) INFO 11-30 14:03:05 [metrics.py:128] SpecDecoding metrics: Mean acceptance length: "
+            "1.11, Accepted throughput: 0.40 tokens/s, Drafted throughput: 10.80 tokens/s, Accepted: 4 tokens, "
+            "Drafted: 108 tokens, Per-position acceptance rate: 0.083, 0.028, 0.000, Avg Draft acceptance rate: 3.7%\n"
+            "(APIServer pid=9) INFO 11-30 14:03:15 [metrics.py:128] SpecDecoding metrics: Mean acceptance length: "
+            "1.00, Accepted throughput: 0.00 tokens/s, Drafted throughput: 9.00 tokens/s, Accepted: 0 tokens, "
+            "Drafted: 92 tokens, Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%\n")
+PAGES = 32
+
+
+def _requests(rdir: Path, texts: dict[int, list[str]]) -> None:
+    with open(rdir / "requests.jsonl", "w") as f:
+        for c, tx in texts.items():
+            for i, t in enumerate(tx):
+                f.write(json.dumps({"schema_version": 1, "page_id": f"p{i:03d}", "concurrency": c, "output": t,
+                                    "start": 100.0 + i, "end": 101.0 + i}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("so") / "study"
+    names = [v["name"] for v in VARIANTS[1:]]
+    finished_study(out, {n: 0.0 for n in names}, pages=PAGES, variants=VARIANTS, min_pages=30)
+    base = [f"page {i}: total 403 units" for i in range(PAGES)]
+    changed = lambda tx, pages: [t.replace("403", "400") if i in pages else t for i, t in enumerate(tx)]  # noqa: E731
+    texts = {"bf16": {1: base, 2: changed(base, {5})},
+             "bf16-ngram": {1: changed(base, {3, 7, 9})},
+             "bf16-kvfp8": {1: list(base)},
+             "nvfp4": {1: changed(base, {1})},
+             "nvfp4-emulation": {1: changed(base, {1, 2})}}
+    for name, tx in texts.items():
+        _requests(out / "runs" / name, tx)
+    # same weights for the bf16 options; the nvfp4 pair quantized twice into the same bytes
+    for name, fp in {"bf16": "a", "bf16-ngram": "a", "bf16-kvfp8": "a", "nvfp4": "b", "nvfp4-emulation": "c"}.items():
+        p = out / "runs" / name / "run.json"
+        run = json.loads(p.read_text())
+        run["variant_fingerprint"] = fp * 64
+        p.write_text(json.dumps(run))
+    (out / "runs" / "bf16-ngram" / "server.log").write_text("Loading weights took 0.01 seconds\n" + SPEC_LOG)
+    (out / "study.json").write_text(json.dumps({"name": "s", "baseline": "bf16", "variants": VARIANTS,
+                                                "concurrency": [1, 2], "max_tokens": 48, "limit": None}))
+    return out
+
+
+def _row(result: dict, variant: str, reference: str) -> dict:
+    return next(r for r in result["rows"] if r["variant"] == variant and r["reference"] == reference)
+
+
+def test_references_are_the_same_weights_without_the_option():
+    pairs = {(p["variant"], p["reference"]) for p in so.pairs({"baseline": "bf16", "variants": VARIANTS})}
+    assert pairs == {("bf16-ngram", "bf16"), ("bf16-kvfp8", "bf16"), ("nvfp4", "bf16"),
+                     ("nvfp4-emulation", "nvfp4"), ("nvfp4-emulation", "bf16")}
+
+
+def test_exact_match_counts_changed_pages(study):
+    res = so.build(study)
+    ngram = _row(res, "bf16-ngram", "bf16")
+    assert ngram["exact_match_rate"] == pytest.approx((PAGES - 3) / PAGES)
+    assert ngram["exact_match"]["c1"]["pages_changed"] == ["p003", "p007", "p009"]
+    assert ngram["exact_match"]["c1"]["examples"][0]["diff"] == " 3: total 40['3' → '0'] units"
+    assert _row(res, "bf16-kvfp8", "bf16")["exact_match_rate"] == 1.0
+    emu = _row(res, "nvfp4-emulation", "nvfp4")
+    assert emu["exact_match_rate"] == pytest.approx((PAGES - 1) / PAGES)
+    assert emu["same_weights"] is False  # quantized twice into different bytes: the row says so
+    assert ngram["same_weights"] is True
+    assert _row(res, "nvfp4-emulation", "bf16")["exact_match_rate"] == pytest.approx((PAGES - 2) / PAGES)
+    # the baseline's own c=1 vs c=2 (its noise run) is reported beside the option
+    assert ngram["reference_c1_vs_chi"]["exact_match_rate"] == pytest.approx((PAGES - 1) / PAGES)
+    # a level the option did not serve compares nothing: not measured, not 100%
+    assert ngram["exact_match"]["c2"]["pages_compared"] == 0 and ngram["exact_match"]["c2"]["exact_match_rate"] is None
+
+
+def test_verdicts_speed_and_acceptance(study):
+    res = so.build(study)
+    summary = json.loads((study / "summary.json").read_text())
+    ngram = _row(res, "bf16-ngram", "bf16")
+    want = {v["metric"]: v["verdict"] for v in summary["verdicts"] if v["variant"] == "bf16-ngram"}
+    assert ngram["verdicts"] == want and set(want) == {"ned", "cer", "bow_f1"}
+    assert ngram["verdict"] in want.values()
+    # study_folder's speeds: bf16 1.0 pages/s at c=1, the first candidate 2.0
+    assert ngram["speed"]["c1"]["pages_per_s_ratio_to_reference"] == pytest.approx(2.0)
+    assert ngram["spec_decode"] == {"accepted_tokens": 4, "drafted_tokens": 200, "stats_lines": 2,
+                                    "acceptance_rate": pytest.approx(0.02)}
+    assert _row(res, "bf16-kvfp8", "bf16")["spec_decode"] is None
+    assert "option" in ngram and ngram["option"] == "speculative decoding ngram k=3"
+
+
+def test_contended_names_overlapping_steps(study, tmp_path):
+    (tmp_path / "gpu0").mkdir()
+    (tmp_path / "session.json").write_text(json.dumps({"gpus": 1, "one_gpu": 1}))
+    (tmp_path / "gpu0" / "status.jsonl").write_text(
+        json.dumps({"step": "quantize", "started": 50.0, "wall_s": 60.0, "status": "ok"}) + "\n"  # 50..110
+        + json.dumps({"step": "hbm", "started": 10.0, "wall_s": 5.0, "status": "ok"}) + "\n")     # before
+    (tmp_path / "gpu0" / "status.jsonl.running").mkdir()
+    (tmp_path / "gpu0" / "status.jsonl.running" / "serve4b").touch()
+    row = _row(so.build(study, tmp_path), "bf16-ngram", "bf16")
+    assert row["contended"] == {"one_gpu_shared_with_gpu0": True,
+                                "gpu0_steps_overlapping": ["quantize", "serve4b (running)"]}
+
+
+def test_writes_json_and_table(study, tmp_path, capsys):
+    out = tmp_path / "serving_options.json"
+    assert so.main([str(study), "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert all({"option", "exact_match_rate", "verdict"} <= set(r) for r in rows) and len(rows) == 5
+    assert "speculative decoding ngram k=3" in capsys.readouterr().out
