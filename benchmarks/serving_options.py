@@ -184,10 +184,10 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
         per_c = {c: exact_match(outs[ref].get(c, {}), outs[v].get(c, {})) for c in levels}
         row["exact_match_rate"] = per_c[c0]["exact_match_rate"]
         row["exact_match"] = {f"c{c}": m for c, m in per_c.items()}
-        row["self_c1_vs_chi"] = {k: exact_match(outs[v].get(c0, {}), outs[v].get(c_hi, {}))[k]
-                                 for k in ("pages_compared", "exact_match_rate")}
-        row["reference_c1_vs_chi"] = {k: exact_match(outs[ref].get(c0, {}), outs[ref].get(c_hi, {}))[k]
-                                      for k in ("pages_compared", "exact_match_rate")}
+        for key, name in (("within_variant", v), ("within_reference", ref)):  # c=lo vs c=hi on one server
+            m = exact_match(outs[name].get(c0, {}), outs[name].get(c_hi, {}))
+            row[key] = {"levels": [c0, c_hi], "pages_compared": m["pages_compared"],
+                        "exact_match_rate": m["exact_match_rate"]}
         verdicts = _verdicts(summary, v)
         row["verdicts_vs"] = study["baseline"]
         row["verdicts"] = verdicts
@@ -214,6 +214,8 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
         row["kernels"] = (runs[v] or {}).get("kernels") or {}
         one = bool(session and session.get("one_gpu"))
         row["contended"] = {"one_gpu_shared_with_gpu0": one if session else None,
+                            "note": ("the GPU was shared with the session's other job (gpu0): speeds are contended"
+                                     if one else "not shared" if session else "not recorded"),
                             "gpu0_steps_overlapping": other_steps(session_results,
                                                                   _window(study_dir / "runs" / v))}
         rows.append(row)
@@ -237,7 +239,7 @@ def table(result: dict) -> pd.DataFrame:
             "option": r["option"], "variant": r["variant"], "vs": r["reference"],
             f"exact {c0} %": pct(r["exact_match"][c0]["exact_match_rate"]),
             f"exact {hi} %": pct(r["exact_match"][hi]["exact_match_rate"]),
-            f"self {c0}/{hi} %": pct(r["self_c1_vs_chi"]["exact_match_rate"]),
+            f"self {c0}/{hi} %": pct(r["within_variant"]["exact_match_rate"]),
             "changed": len(r["exact_match"][c0]["pages_changed"]),
             "verdict": r["verdict"],
             f"tok/s {c0}": sp.get(c0, {}).get("output_tokens_per_s"),

@@ -91,7 +91,8 @@ def test_exact_match_counts_changed_pages(study):
     assert ngram["same_weights"] is True
     assert _row(res, "nvfp4-emulation", "bf16")["exact_match_rate"] == pytest.approx((PAGES - 2) / PAGES)
     # the baseline's own c=1 vs c=2 (its noise run) is reported beside the option
-    assert ngram["reference_c1_vs_chi"]["exact_match_rate"] == pytest.approx((PAGES - 1) / PAGES)
+    assert ngram["within_reference"] == {"levels": [1, 2], "pages_compared": PAGES,
+                                         "exact_match_rate": pytest.approx((PAGES - 1) / PAGES)}
     # a level the option did not serve compares nothing: not measured, not 100%
     assert ngram["exact_match"]["c2"]["pages_compared"] == 0 and ngram["exact_match"]["c2"]["exact_match_rate"] is None
 
@@ -120,8 +121,9 @@ def test_contended_names_overlapping_steps(study, tmp_path):
     (tmp_path / "gpu0" / "status.jsonl.running").mkdir()
     (tmp_path / "gpu0" / "status.jsonl.running" / "serve4b").touch()
     row = _row(so.build(study, tmp_path), "bf16-ngram", "bf16")
-    assert row["contended"] == {"one_gpu_shared_with_gpu0": True,
-                                "gpu0_steps_overlapping": ["quantize", "serve4b (running)"]}
+    assert row["contended"]["one_gpu_shared_with_gpu0"] is True
+    assert row["contended"]["gpu0_steps_overlapping"] == ["quantize", "serve4b (running)"]
+    assert so.build(study)["rows"][0]["contended"]["one_gpu_shared_with_gpu0"] is None  # no session: not recorded
 
 
 def test_writes_json_and_table(study, tmp_path, capsys):
@@ -130,3 +132,22 @@ def test_writes_json_and_table(study, tmp_path, capsys):
     rows = json.loads(out.read_text())["rows"]
     assert all({"option", "exact_match_rate", "verdict"} <= set(r) for r in rows) and len(rows) == 5
     assert "speculative decoding ngram k=3" in capsys.readouterr().out
+
+
+def test_fake_vllm_states_the_options_as_vllm_does(tmp_path):
+    """The dry run's stand-in: its start lines carry the options where quantgate's vLLM log parser reads them,
+    each option is its own compile-cache key, and its stats line parses as a real one does."""
+    from quantgate.serve.backends.vllm import engine_from_log
+    from quantgate.testing import fake_vllm
+
+    env = {"VLLM_CACHE_ROOT": str(tmp_path)}
+    plain, cache_plain = fake_vllm._lines("m", ["--max-num-seqs", "64"], env)
+    spec, cache_spec = fake_vllm._lines("m", ["--max-num-seqs", "64", "--speculative-config", NGRAM], env)
+    emu, cache_emu = fake_vllm._lines("m", ["--max-num-seqs", "64", "--linear-backend", "emulation"], env)
+    e_plain, e_spec = engine_from_log("\n".join(plain)), engine_from_log("\n".join(spec))
+    assert e_plain.speculative is None and e_plain.async_scheduling is True
+    assert "ngram" in e_spec.speculative and e_spec.async_scheduling is False
+    assert "linear_backend='emulation'" in "\n".join(emu)
+    assert len({cache_plain, cache_spec, cache_emu}) == 3
+    acc = so.spec_acceptance(fake_vllm.SPEC_LINE.format(sec=5))
+    assert acc["accepted_tokens"] == 3 and acc["drafted_tokens"] == 90

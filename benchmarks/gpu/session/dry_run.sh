@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole session on this CPU machine: the fake vLLM serves (quantgate.testing.fake_vllm), the carried tiny
-# fixtures stand in for the 4B checkpoints, GPU-only steps are recorded as skipped; a tiny study exercises the
-# study slot. Exercises launch → jobs (steps, deadline, JSON written as steps end) → collect (packing).
+# fixtures stand in for the 4B checkpoints, GPU-only steps are recorded as skipped; a tiny study and a CPU-sized
+# serving-option study (then serving_options.json) exercise the study slot. Exercises launch → jobs (steps,
+# deadline, JSON written as steps end) → collect (packing).
 #   bash benchmarks/gpu/session/dry_run.sh [BUDGET_S]     (after prepare_carry.sh; prints the packed listing)
 set -uo pipefail
 export QG_DRY_RUN=1 QG_PY=${QG_PY:-/work/main/.venv/bin/python} QG_WORK=${QG_WORK:-/tmp/qgdry}
 export QG_BUDGET_S=${1:-900} OUT=${OUT:-/tmp/qgdry-out}
+export FAKE_VLLM_STATS_S=0.2   # the fake's n-gram stats lines, often enough for its short-lived servers
 rm -rf "$QG_WORK" "$OUT" && mkdir -p "$OUT" "$QG_WORK/studies"
 src=$QG_WORK/session/src
 cat > "$QG_WORK/studies/dry.yaml" <<YAML
@@ -21,6 +23,17 @@ max_tokens: 8
 metrics: [ned]
 margins: {ned: 0.05}
 YAML
+# the serving-option study (studies/serving_options.yaml), CPU-sized: its variants and server_args unchanged (the
+# fake vLLM takes --speculative-config, --kv-cache-dtype, --linear-backend), fewer pages, tokens and samples
+$QG_PY - "$src" "$QG_WORK/studies/serving_options.yaml" <<'PY'
+import sys
+import yaml
+src, out = sys.argv[1:]
+st = yaml.safe_load(open("benchmarks/gpu/session/studies/serving_options.yaml"))
+st.update(model=f"{src}/quantgate/assets/reader", pages={"path": f"{src}/.gpu-carry/q200"}, limit=6,
+          calibration_samples=2, concurrency=[1, 2], max_tokens=8)
+yaml.safe_dump(st, open(out, "w"), sort_keys=False)
+PY
 export QG_STUDIES_DIR=$QG_WORK/studies
 t0=$SECONDS
 bash benchmarks/gpu/session/launch.sh

@@ -3,10 +3,12 @@
 #   1. (background) vLLM numerics: one quantized linear layer of the Qwen2.5-VL fixture (fp8-dynamic, nvfp4, and
 #      nvfp4 through --linear-backend emulation) in vLLM in-process vs x @ W_deq.T and the activation-fake-quantized
 #      reference -> vllm_numerics.json
-#   2. run_reader_studies: `quantgate study` for each YAML under studies/ (the slot below), beside step 1
+#   2. run_reader_studies: `quantgate study` for each YAML under studies/ (the slot below), beside step 1; after
+#      studies/serving_options.yaml, benchmarks/serving_options.py -> serving_options.json (issue 22)
 #   (QG_BI_GPU=1: gpu0's batch-invariance step runs here, after step 1)
-# On a one-GPU machine (QG_ONE_GPU=1, set by launch.sh) this job shares GPU0 with gpu0.sh: it runs the numerics
-# (small, eager) but the studies only with QG_STUDIES_ON_ONE_GPU=1, since they would disturb gpu0's speed levels.
+# On a one-GPU machine (QG_ONE_GPU=1, set by launch.sh) this job shares GPU0 with gpu0.sh: the studies still run
+# (they are the serving-option measurements), after gpu0's idle-GPU bandwidth step, and serving_options.json names
+# the gpu0 steps that ran beside each variant; QG_STUDIES_ON_ONE_GPU=0 skips them there instead.
 set -uo pipefail
 source benchmarks/gpu/session/common.sh
 JOB=gpu1
@@ -51,7 +53,13 @@ run_reader_studies() {
     found=1
     local n
     n=$(basename "$y" .yaml)
-    step "study-$n" "${QG_STUDY_CAP_S:-900}" 120 -- $QQPY -m quantgate study "$y" -o "$O/studies/$n"
+    local cap=${QG_STUDY_CAP_S:-900}
+    # the serving-option table is written after its study: keep a minute back for it before the deadline
+    [ "$n" = serving_options ] && cap=$(( $(left) - 60 < cap ? $(left) - 60 : cap ))
+    step "study-$n" "$cap" 120 -- $QQPY -m quantgate study "$y" -o "$O/studies/$n"
+    # also after a study cut short: the table says what was served and leaves the rest null
+    [ "$n" = serving_options ] && step serving-options 120 5 --requires "$O/studies/$n/study.json" -- \
+      $PY benchmarks/serving_options.py "$O/studies/$n" -o "$O/serving_options.json" --session-results "$R"
   done
   [ $found = 1 ] || step studies 1 0 --skip "no study YAML in $dir" -- true
   # <<< SLOT
@@ -61,11 +69,17 @@ numerics_then() {
   numerics
   [ "${QG_BI_GPU:-0}" = 1 ] && batch_invariance "$O/batchinv"
 }
+wait_gpu0_step() {  # NAME MAX_S: until gpu0 recorded step NAME (whatever its status), at most MAX_S seconds
+  local t=0
+  until grep -q "\"step\": \"$1\"" "$R/gpu0/status.jsonl" 2>/dev/null || [ $t -ge "$2" ]; do sleep 2; t=$((t + 2)); done
+}
+
 numerics_then > "$O/numerics.out" 2>&1 &
 num=$!
-if [ "${QG_ONE_GPU:-0}" = 1 ] && [ "${QG_STUDIES_ON_ONE_GPU:-0}" != 1 ]; then
-  step studies 1 0 --skip "one GPU: studies would share it with gpu0's speed levels (QG_STUDIES_ON_ONE_GPU=1 runs them)" -- true
+if [ "${QG_ONE_GPU:-0}" = 1 ] && [ "${QG_STUDIES_ON_ONE_GPU:-1}" != 1 ]; then
+  step studies 1 0 --skip "one GPU: QG_STUDIES_ON_ONE_GPU=0 keeps the studies off gpu0's GPU" -- true
 else
+  [ "${QG_ONE_GPU:-0}" = 1 ] && wait_gpu0_step hbm 150   # its bandwidth is measured on an idle GPU
   run_reader_studies
 fi
 wait $num

@@ -51,6 +51,20 @@ def profile_lines(prof: dict) -> list[str]:
     return out
 
 
+def serving_lines(so: dict) -> list[str]:
+    lv = [f"c{c}" for c in so.get("levels", [])]
+    out = [f"  study complete {so.get('complete')}; levels {lv}; session {json.dumps(so.get('session'))}"]
+    for r in so.get("rows", []):
+        em = " ".join(f"{c} {_f((r['exact_match'].get(c) or {}).get('exact_match_rate'), '.1%')}" for c in lv)
+        sp = " ".join(f"{c} {_f(r['speed'].get(c, {}).get('output_tokens_per_s'), '.0f')} tok/s "
+                      f"x{_f(r['speed'].get(c, {}).get('tokens_per_s_ratio_to_reference'), '.2f')}" for c in lv)
+        acc = (r.get("spec_decode") or {}).get("acceptance_rate")
+        out.append(f"  {r['option']:<34} {r['variant']} vs {r['reference']} (same weights {r.get('same_weights')}): "
+                   f"exact {em}; {r.get('verdict')}; {sp}" + (f"; accept {_f(acc, '.1%')}" if acc is not None else ""))
+        out += [f"      {e['page_id']}: {e['diff'][:100]}" for e in (r['exact_match'].get(lv[0]) or {}).get("examples", [])]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     root = Path((argv or sys.argv[1:])[0])
     g0, g1 = root / "gpu0", root / "gpu1"
@@ -81,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     print("== vLLM numerics (gpu1)")
     for row in (num or {}).get("table", []) or ["  no vllm_numerics.json"]:
         print(f"  {row}")
+    so = _load(g1 / "serving_options.json")
+    print("== serving options (gpu1)")
+    print("\n".join(serving_lines(so)) if so else "  no serving_options.json")
     studies = sorted((g1 / "studies").glob("*/summary.json")) if (g1 / "studies").is_dir() else []
     print(f"== studies (gpu1): {len(studies)} summary.json")
     for s in studies:
