@@ -151,3 +151,17 @@ def test_fake_vllm_states_the_options_as_vllm_does(tmp_path):
     assert len({cache_plain, cache_spec, cache_emu}) == 3
     acc = so.spec_acceptance(fake_vllm.SPEC_LINE.format(sec=5))
     assert acc["accepted_tokens"] == 3 and acc["drafted_tokens"] == 90
+
+
+def test_a_study_cut_short_gives_rows_with_what_was_served(study, tmp_path):
+    import shutil
+
+    cut = tmp_path / "cut"
+    shutil.copytree(study, cut)
+    shutil.rmtree(cut / "runs" / "nvfp4-emulation")  # never served
+    (cut / "summary.json").unlink()  # no verdicts yet
+    res = so.build(cut)
+    assert res["complete"] is False
+    emu = _row(res, "nvfp4-emulation", "nvfp4")
+    assert emu["exact_match_rate"] is None and emu["verdict"] is None and emu["speed"] == {}
+    assert _row(res, "bf16-ngram", "bf16")["exact_match_rate"] == pytest.approx((PAGES - 3) / PAGES)
