@@ -11,9 +11,13 @@ a row against the baseline too (nvfp4 vs bf16, and nvfp4 through emulation vs bf
 gives rows for what it served; missing parts are ``null`` ("not measured").
 
     python benchmarks/serving_options.py STUDY_DIR [-o serving_options.json] [--session-results R]
+    python benchmarks/serving_options.py STUDY_DIR --drop-failed STUDY.yaml --retry-yaml NEW.yaml
 
 ``--session-results``: the GPU session's results folder (session.json, gpu0/status.jsonl), to name the other
-job's steps that ran while each variant was served (``contended``).
+job's steps that ran while each variant was served (``contended``). ``--drop-failed``: after the study stopped
+on a server error (exit 4), the variant whose server failed is recorded (its log's last lines) in
+STUDY_DIR/dropped_variants.json and the study is written again without it, to be resumed into the same folder;
+its rows then say it was not served and why.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from quantgate.fileio import atomic_write_json
 from quantgate.serve.run import load_records
 
 SCHEMA_VERSION = 1
+DROPPED = "dropped_variants.json"
+ERROR_LINE = re.compile(r"Error|error:|refus|not supported", re.I)
 N_EXAMPLES = 3
 CONTEXT = 12  # characters of unchanged text either side of a diff example
 # vLLM 0.26's periodic spec-decode stats line (vllm/v1/spec_decode/metrics.py:120-135); counters reset per line
@@ -165,10 +171,45 @@ def _read(path: Path) -> dict | None:
     return json.loads(path.read_text("utf-8")) if path.is_file() else None
 
 
+def drop_failed(study_yaml: Path, study_dir: Path, out_yaml: Path) -> str:
+    """The first variant, in serving order, without every level in its run.json is where the study stopped: record
+    it with its server log's last lines in STUDY_DIR/dropped_variants.json and write the study again without it
+    (model and pages made absolute, so NEW.yaml can live anywhere). Returns its name."""
+    import yaml
+
+    from quantgate.fileio import atomic_write_text
+    from quantgate.study.spec import resolve_path
+
+    spec = yaml.safe_load(study_yaml.read_text("utf-8"))
+    levels = set(spec.get("concurrency") or [1, 8])
+    failed = next((v for v in spec["variants"]
+                   if not levels <= set(_levels(_read(study_dir / "runs" / v["name"] / "run.json")))), None)
+    if failed is None or failed["name"] == spec.get("baseline", "bf16"):
+        raise SystemExit(f"{study_dir}: no variant to drop ({'the baseline failed' if failed else 'all served'})")
+    log = study_dir / "runs" / failed["name"] / "server.log"
+    tail = log.read_text("utf-8", "replace").splitlines()[-15:] if log.is_file() else []
+    errors = [ln for ln in tail if ERROR_LINE.search(ln)]
+    dropped = (_read(study_dir / DROPPED) or []) + [{**failed, "error_line": errors[-1] if errors else None,
+                                                      "log_tail": tail}]
+    atomic_write_json(study_dir / DROPPED, dropped)
+    base = study_yaml.resolve().parent
+    spec["variants"] = [v for v in spec["variants"] if v["name"] != failed["name"]]
+    spec["model"] = str(resolve_path(base, spec["model"]).resolve())
+    if spec.get("pages", {}).get("path"):
+        spec["pages"]["path"] = str(resolve_path(base, spec["pages"]["path"]).resolve())
+    spec.pop("output", None)
+    atomic_write_text(out_yaml, yaml.safe_dump(spec, sort_keys=False))
+    return failed["name"]
+
+
 def build(study_dir: Path, session_results: Path | None = None) -> dict:
     study = _read(study_dir / "study.json")
     if study is None:
         raise SystemExit(f"{study_dir}: no study.json: not a quantgate study folder")
+    dropped = {d["name"]: d for d in _read(study_dir / DROPPED) or []}
+    # a variant dropped after its server failed is not in the resumed study's study.json: its rows say why
+    study = {**study, "variants": [*study["variants"], *(
+        {k: d[k] for k in ("name", "recipe", "server_args") if k in d} for d in dropped.values())]}
     summary = _read(study_dir / "summary.json")
     session = _read(session_results / "session.json") if session_results else None
     runs = {v["name"]: _read(study_dir / "runs" / v["name"] / "run.json") for v in study["variants"]}
@@ -188,12 +229,15 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
             m = exact_match(outs[name].get(c0, {}), outs[name].get(c_hi, {}))
             row[key] = {"levels": [c0, c_hi], "pages_compared": m["pages_compared"],
                         "exact_match_rate": m["exact_match_rate"]}
-        verdicts = _verdicts(summary, v)
+        verdicts = {} if v in dropped else _verdicts(summary, v)  # none for a variant the study no longer has
+        if v in dropped:
+            row["not_served"] = {"error_line": dropped[v].get("error_line"), "log_tail": dropped[v].get("log_tail")}
         row["verdicts_vs"] = study["baseline"]
         row["verdicts"] = verdicts
         kinds = set(verdicts.values())
         row["verdict"] = (kinds.pop() if len(kinds) == 1 else
-                          "; ".join(f"{m}: {x}" for m, x in verdicts.items()) if verdicts else None)
+                          "; ".join(f"{m}: {x}" for m, x in verdicts.items()) if verdicts else
+                          "not served: its server failed" if v in dropped else None)
         lv, lr = _levels(runs[v]), _levels(runs[ref])
         row["speed"] = {}
         for c in levels:
@@ -257,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("study_dir", type=Path)
     ap.add_argument("-o", "--out", type=Path, default=Path("benchmarks/results/serving_options.json"))
     ap.add_argument("--session-results", type=Path, default=None)
+    ap.add_argument("--drop-failed", type=Path, metavar="STUDY_YAML", default=None)
+    ap.add_argument("--retry-yaml", type=Path, default=None)
     a = ap.parse_args(argv)
+    if a.drop_failed:
+        if not a.retry_yaml:
+            ap.error("--drop-failed needs --retry-yaml")
+        print(f"dropped {drop_failed(a.drop_failed, a.study_dir, a.retry_yaml)}; study without it: {a.retry_yaml}")
+        return 0
     result = build(a.study_dir, a.session_results)
     atomic_write_json(a.out, result)
     with pd.option_context("display.width", 200, "display.max_columns", None, "display.precision", 3):

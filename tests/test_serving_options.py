@@ -165,3 +165,37 @@ def test_a_study_cut_short_gives_rows_with_what_was_served(study, tmp_path):
     emu = _row(res, "nvfp4-emulation", "nvfp4")
     assert emu["exact_match_rate"] is None and emu["verdict"] is None and emu["speed"] == {}
     assert _row(res, "bf16-ngram", "bf16")["exact_match_rate"] == pytest.approx((PAGES - 3) / PAGES)
+
+
+def test_a_variant_whose_server_failed_is_dropped_and_reported(study, tmp_path):
+    import shutil
+
+    import yaml
+
+    cut = tmp_path / "cut"
+    shutil.copytree(study, cut)
+    for f in ("run.json", "requests.jsonl"):  # the study stopped here: its server never got healthy
+        (cut / "runs" / "bf16-ngram" / f).unlink()
+    (cut / "runs" / "bf16-ngram" / "server.log").write_text(
+        "INFO loading\n(EngineCore pid=5) ERROR 11-30 14:02:38 [core.py:1108] EngineCore failed to start.\n"
+        "ValueError: ngram is not supported here\n")
+    (tmp_path / "yaml").mkdir()
+    src = tmp_path / "yaml" / "serving_options.yaml"
+    src.write_text(yaml.safe_dump({"name": "s", "model": "../model", "pages": {"path": "../pages"}, "baseline": "bf16",
+                                   "variants": VARIANTS, "concurrency": [1, 2], "output": "elsewhere"}))
+    retry = tmp_path / "retry.yaml"
+    assert so.main([str(cut), "--drop-failed", str(src), "--retry-yaml", str(retry)]) == 0
+    spec = yaml.safe_load(retry.read_text())
+    assert [v["name"] for v in spec["variants"]] == ["bf16", "bf16-kvfp8", "nvfp4", "nvfp4-emulation"]
+    assert spec["model"] == str(tmp_path / "model") and spec["pages"]["path"] == str(tmp_path / "pages")
+    assert "output" not in spec
+    # the resumed study rewrites study.json without it; the table still has its row, saying why
+    st = json.loads((cut / "study.json").read_text())
+    (cut / "study.json").write_text(json.dumps({**st, "variants": spec["variants"]}))
+    row = _row(so.build(cut), "bf16-ngram", "bf16")
+    assert row["not_served"]["error_line"] == "ValueError: ngram is not supported here"
+    assert row["verdict"] == "not served: its server failed" and row["exact_match_rate"] is None
+    # a second failure drops the next one; the baseline is never dropped
+    (cut / "runs" / "bf16" / "run.json").unlink()
+    with pytest.raises(SystemExit, match="the baseline failed"):
+        so.drop_failed(src, cut, retry)

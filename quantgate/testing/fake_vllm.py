@@ -11,6 +11,8 @@ quantgate records from a vLLM start (engine settings, cold and warm starts); it 
 ``--speculative-config`` and ``--linear-backend`` show in the config line as 0.26 prints them (n-gram also
 disables async scheduling), and a speculative server prints a ``SpecDecoding metrics`` line (0.26's format,
 made-up counts) every ``FAKE_VLLM_STATS_S`` seconds (default 2); other vLLM flags are accepted and ignored.
+``FAKE_VLLM_REFUSE=--flag``: a start with that flag fails as an engine that cannot start (for the paths that
+handle a server failure).
 
 Also like 0.26: ``VLLM_BATCH_INVARIANT=1`` on a Gated DeltaNet model (config ``model_type`` qwen3_5) refuses to
 start with vLLM's error; ``--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR, ...}'`` mounts
@@ -180,6 +182,12 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: fake_vllm serve MODEL --port N [flags]")
     model, port = args[1], int(_opt(args, "--port") or 8000)
     lines, cache = _lines(model, args, dict(os.environ))
+    bad = os.environ.get("FAKE_VLLM_REFUSE")
+    if bad and any(a == bad or a.startswith(bad + "=") for a in args):
+        print("\n".join(lines[:5]), flush=True)
+        print(f"(EngineCore pid=4171) ERROR 11-30 14:02:38 [core.py:1108] EngineCore failed to start.\n"
+              f"ValueError: fake vllm: {bad} refused (FAKE_VLLM_REFUSE)", flush=True)
+        raise SystemExit(1)
     if _refuses(model, dict(os.environ)):
         print("\n".join(lines[:5]), flush=True)
         print(f"(EngineCore pid=4171) ERROR 11-30 14:02:38 [core.py:1108] EngineCore failed to start.\n{GDN_REFUSAL}\n"

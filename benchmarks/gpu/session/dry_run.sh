@@ -4,6 +4,7 @@
 # serving-option study (then serving_options.json) exercise the study slot. Exercises launch → jobs (steps,
 # deadline, JSON written as steps end) → collect (packing).
 #   bash benchmarks/gpu/session/dry_run.sh [BUDGET_S]     (after prepare_carry.sh; prints the packed listing)
+#   FAKE_VLLM_REFUSE=--speculative-config bash …dry_run.sh   (that option's server fails: the drop-and-resume path)
 set -uo pipefail
 export QG_DRY_RUN=1 QG_PY=${QG_PY:-/work/main/.venv/bin/python} QG_WORK=${QG_WORK:-/tmp/qgdry}
 export QG_BUDGET_S=${1:-900} OUT=${OUT:-/tmp/qgdry-out}

@@ -53,12 +53,27 @@ run_reader_studies() {
     found=1
     local n
     n=$(basename "$y" .yaml)
-    local cap=${QG_STUDY_CAP_S:-900}
-    # the serving-option table is written after its study: keep a minute back for it before the deadline
-    [ "$n" = serving_options ] && cap=$(( $(left) - 60 < cap ? $(left) - 60 : cap ))
-    step "study-$n" "$cap" 120 -- $QQPY -m quantgate study "$y" -o "$O/studies/$n"
-    # also after a study cut short: the table says what was served and leaves the rest null
-    [ "$n" = serving_options ] && step serving-options 120 5 --requires "$O/studies/$n/study.json" -- \
+    if [ "$n" != serving_options ]; then
+      step "study-$n" "${QG_STUDY_CAP_S:-900}" 120 -- $QQPY -m quantgate study "$y" -o "$O/studies/$n"
+      continue
+    fi
+    # the serving options: a variant whose server fails (exit 4) is dropped and the study resumed without it (up
+    # to 3 times); a minute is kept back before the deadline for the table, written also from a study cut short
+    local sy=$y t0=$SECONDS rc
+    for try in 1 2 3 4; do
+      local cap=$(( ${QG_STUDY_CAP_S:-900} - (SECONDS - t0) ))
+      cap=$(( $(left) - 60 < cap ? $(left) - 60 : cap ))
+      local name=study-$n
+      [ $try -gt 1 ] && name+=-retry$((try - 1))
+      step "$name" "$cap" 60 -- $QQPY -m quantgate study "$sy" -o "$O/studies/$n"
+      rc=$?
+      [ $rc = 4 ] && [ $try -lt 4 ] || break
+      sy=$W/retry-$n-$try.yaml
+      step "drop-failed-$try" 30 5 -- $PY benchmarks/serving_options.py "$O/studies/$n" --drop-failed "$y" \
+        --retry-yaml "$sy" || break
+      y=$sy
+    done
+    step serving-options 120 5 --requires "$O/studies/$n/study.json" -- \
       $PY benchmarks/serving_options.py "$O/studies/$n" -o "$O/serving_options.json" --session-results "$R"
   done
   [ $found = 1 ] || step studies 1 0 --skip "no study YAML in $dir" -- true

@@ -62,6 +62,8 @@ def serving_lines(so: dict) -> list[str]:
         out.append(f"  {r['option']:<34} {r['variant']} vs {r['reference']} (same weights {r.get('same_weights')}): "
                    f"exact {em}; {r.get('verdict')}; {sp}" + (f"; accept {_f(acc, '.1%')}" if acc is not None else ""))
         out += [f"      {e['page_id']}: {e['diff'][:100]}" for e in (r['exact_match'].get(lv[0]) or {}).get("examples", [])]
+        if r.get("not_served"):
+            out.append(f"      not served: {str(r['not_served'].get('error_line'))[-200:]}")
     return out
 
 
