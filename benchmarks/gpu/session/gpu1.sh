@@ -61,7 +61,7 @@ run_reader_studies() {
     # to 3 times); a minute is kept back before the deadline for the table, written also from a study cut short
     local sy=$y t0=$SECONDS rc
     for try in 1 2 3 4; do
-      local cap=$(( ${QG_STUDY_CAP_S:-900} - (SECONDS - t0) ))
+      local cap=$(( ${QG_STUDY_CAP_S:-1200} - (SECONDS - t0) ))   # the deadline binds first with the usual budget
       cap=$(( $(left) - 60 < cap ? $(left) - 60 : cap ))
       local name=study-$n
       [ $try -gt 1 ] && name+=-retry$((try - 1))
