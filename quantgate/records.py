@@ -177,6 +177,19 @@ class RunNumerics(Record):
     kv_cache: str | None = None  # a kv_cache_scheme in the checkpoint: its numerics are not measured
 
 
+class ServerLayout(Record):
+    """Where a study's server for this variant ran and beside what (issue 22): ``one_at_a_time`` starts
+    each variant's server when the previous one is done (the next may start during the previous lm-eval);
+    ``all_at_once`` starts every server of the study together so their starts (compiles) overlap, then
+    serves the variants' pages one after another, each with the others idle."""
+
+    schema_version: int = 1
+    servers: Literal["one_at_a_time", "all_at_once"]
+    servers_in_study: int
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES the study gave this server; None: inherited
+    env: dict[str, str] = Field(default_factory=dict)  # the variant's server_env
+
+
 class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
@@ -189,6 +202,7 @@ class RunManifest(Record):
     server_version: str | None = None
     kernels: dict[str, str] = Field(default_factory=dict)
     engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
+    layout: ServerLayout | None = None  # set by a study: how its servers were placed when this run's was started
 
 
     # None: the backend serves a model quantgate cannot read (an endpoint by name), or run.json predates it

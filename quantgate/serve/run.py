@@ -16,7 +16,7 @@ from quantgate.errors import InputError, ServerError
 from quantgate.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.fingerprint import weights_fingerprint
 from quantgate.modeldir import check_model_dir
-from quantgate.records import RequestRecord, RunManifest, parse_record
+from quantgate.records import RequestRecord, RunManifest, ServerLayout, parse_record
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
 from quantgate.serve.server import SharedServer, log_tail
@@ -54,7 +54,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                   ignore_eos: bool = False, waves: float | None = None,
                   on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
                   level_done: Callable[[int], None] | None = None, server: SharedServer | None = None,
-                  record_root: Path | None = None, log: Callable[[str], None] = print) -> RunManifest:
+                  record_root: Path | None = None, layout: ServerLayout | None = None,
+                  log: Callable[[str], None] = print) -> RunManifest:
     """Send every page of ``split`` at each concurrency level; records are appended as requests finish.
 
     ``on_level(c, n)`` is called before a level with the number of pages to send and may return a
@@ -62,7 +63,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     variant (started on first use, left running for its other users); without it one is started
     here, only when something is left to send, and stopped at the end. ``record_root``: run.json
     records the variant and page-set paths relative to it when they lie inside it (a study passes its
-    folder; see ``fileio.recorded_path``)."""
+    folder; see ``fileio.recorded_path``). ``layout``: how a study placed this server, recorded when a
+    server is started here (a resumed run with nothing to send keeps the layout it was served with)."""
     from quantgate.heldout import load_pageset
     from quantgate.records import DEFAULT_PROMPT
 
@@ -114,6 +116,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
             server = ep.server
             if server is not None:
                 manifest.server_command = server.command
+                manifest.layout = layout
             spec = RequestSpec(base_url=ep.base_url, model=ep.model, prompt=prompt, max_tokens=max_tokens,
                                timeout_s=timeout_s, api_key=ep.api_key,
                                extra_body={"ignore_eos": True} if ignore_eos else None)
@@ -149,6 +152,7 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     manifest.server_version = manifest.server_version or old.server_version
     manifest.kernels = dict(old.kernels)
     manifest.engine = old.engine
+    manifest.layout = old.layout
     manifest.numerics = old.numerics
     manifest.notes += [n for n in old.notes if n not in manifest.notes and not n.startswith(_RETRACTED)]
 

@@ -189,14 +189,18 @@ class Endpoint:
 
 
 @contextmanager
-def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = print) -> Iterator[Endpoint]:
+def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = print,
+            env: dict[str, str] | None = None) -> Iterator[Endpoint]:
     """The backend's server for ``model``, started and healthy for the ``with`` block and stopped after
-    it (or the backend's running endpoint). Shared by ``serve`` and ``lmeval``."""
+    it (or the backend's running endpoint). Shared by ``serve`` and ``lmeval``. ``env``: variables set for
+    this server only, over the backend's own (a study's ``server_env``, its GPU)."""
     if backend.serves_local_weights:
         from quantgate.modeldir import check_model_dir
 
         check_model_dir(model)  # safetensors only, no remote code: before a server spends minutes on it
     server = backend.server(Path(model), log_path)
+    if env and server is not None:
+        server.env = {**server.env, **env}
     api_key = backend.api_key()
     if server is None:
         yield Endpoint(backend.endpoint_url(), backend.model_name(Path(model)), api_key)
@@ -221,8 +225,11 @@ class SharedServer:
     several may run side by side."""
 
     def __init__(self, backend, model: Path, log_path: Path, log: Callable[[str], None] = print,
-                 starting: Callable[[str, bool], AbstractContextManager] | None = None):
+                 starting: Callable[[str, bool], AbstractContextManager] | None = None,
+                 env: dict[str, str] | None = None, layout=None):
         self.backend, self.model, self.log_path, self.log, self.starting = backend, Path(model), Path(log_path), log, starting
+        self.env = dict(env or {})  # for this server only (``started``'s env)
+        self.layout = layout  # a study's ServerLayout, recorded in run.json by serve_variant
         self._stack = ExitStack()
         self._ep: Endpoint | None = None
         self._thread: threading.Thread | None = None
@@ -234,7 +241,7 @@ class SharedServer:
     def _start(self, background: bool) -> None:
         name = f"{self.backend.name} server"
         with self.starting(name, background) if self.starting else nullcontext():
-            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log))
+            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log, self.env))
         self.starts += 1
 
     def prestart(self) -> None:
@@ -255,6 +262,11 @@ class SharedServer:
 
         self._thread = threading.Thread(target=run, name=f"start {self.model.name}", daemon=True)
         self._thread.start()
+
+    def wait_started(self) -> None:
+        """Wait for a start under way to end, healthy or failed (its error is raised by :meth:`endpoint`)."""
+        if self._thread is not None:
+            self._ready.wait()
 
     def endpoint(self) -> Endpoint:
         if self._thread is not None:

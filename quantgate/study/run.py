@@ -172,26 +172,43 @@ def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clo
 
 
 def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
-    """One variant at a time, each through one server for its page runs and then its lm-eval run. The
-    next variant's server starts in the background during this one's lm-eval (never during page runs,
-    whose speed is measured alone); this one's server is stopped before the next variant's pages."""
+    """Each variant through one server for its page runs and then its lm-eval run; the variants' pages
+    one variant at a time (a speed level is measured with only its own server busy).
+
+    ``servers: one_at_a_time``: the next variant's server starts in the background during this one's
+    lm-eval (never during page runs). ``all_at_once``: every server that has anything to serve starts
+    now, together, so their starts (vLLM's compiles) overlap; page runs begin once every start has
+    ended, and each server is stopped when its variant is done."""
+    from quantgate.records import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.serve.server import SharedServer
 
     st, clock = ctx.st, ctx.clock
+    at_once = st.servers == "all_at_once"
 
-    def server_for(v: VariantSpec) -> SharedServer:
+    def server_for(i: int, v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
-            label = f"{v.name}: {name} start" + (" (beside the previous variant's lm-eval)" if background else "")
+            beside = " (with the others)" if at_once else " (beside the previous variant's lm-eval)"
+            label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
+        gpu = str(st.gpus[i % len(st.gpus)]) if st.gpus else None
+        env = {**v.server_env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
+        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env))
         return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variants[v.name],
-                            ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting)
+                            ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting, env=env,
+                            layout=layout)
 
-    servers = {v.name: server_for(v) for v in st.variants}
+    servers = {v.name: server_for(i, v) for i, v in enumerate(st.variants)}
     with ExitStack() as stack:
         for server in servers.values():
             stack.enter_context(server)  # every server is stopped on the way out, whatever happens
+        if at_once:
+            for v in st.variants:
+                if _needs_server(ctx, v, levels[v.name]):
+                    servers[v.name].prestart()
+            for server in servers.values():
+                server.wait_started()  # no page is timed while another server compiles
         for i, v in enumerate(st.variants):
             nxt = st.variants[i + 1] if i + 1 < len(st.variants) else None
             prestart = servers[nxt.name].prestart if nxt and _needs_server(ctx, nxt, levels[nxt.name]) else None
@@ -232,7 +249,7 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
         serve_variant(vdir, ctx.pages_dir, server.backend, rdir, split=st.split, concurrency=levels,
                       max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
                       limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
-                      server=server, record_root=ctx.out, log=clock.console.detail)
+                      server=server, record_root=ctx.out, layout=server.layout, log=clock.console.detail)
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name

@@ -55,10 +55,14 @@ class PagesSpec(_S):
         return self
 
 
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
 class VariantSpec(_S):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     recipe: str
     server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
+    server_env: dict[EnvName, str] = Field(default_factory=dict)  # e.g. {VLLM_BATCH_INVARIANT: "1"}
 
 
 BackendSpec = study_backend_type()  # {name: transformers | vllm | openai | external | …, that backend's options}
@@ -108,6 +112,10 @@ class Study(_S):
     test: Literal["non_inferiority", "equivalence", "exact"] = "non_inferiority"
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
+    # all_at_once: every variant's server is started together (their compiles overlap), then the variants'
+    # pages are served one after another with the others idle (quantgate.study.run._serve_all)
+    servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
+    gpus: list[NonNegativeInt] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES per server, round robin
 
     @model_validator(mode="after")
     def _check(self):
@@ -136,10 +144,21 @@ def load_study(path: Path) -> Study:
         except InputError as e:
             raise InputError(f"{path}: metrics: {e}") from None
     check_statistics(st, str(path))
+    starts_servers = "extra_args" in type(st.backend).model_fields
     for i, v in enumerate(st.variants):
-        if v.server_args and "extra_args" not in type(st.backend).model_fields:
-            raise InputError(f"{path}: variants.{i}.server_args: backend {st.backend.name} starts no server to "
-                             "pass them to")
+        for field in ("server_args", "server_env"):
+            if getattr(v, field) and not starts_servers:
+                raise InputError(f"{path}: variants.{i}.{field}: backend {st.backend.name} starts no server to "
+                                 "pass them to")
+    if st.gpus and not starts_servers:
+        raise InputError(f"{path}: field 'gpus': backend {st.backend.name} starts no server to place on a GPU")
+    if st.servers == "all_at_once" and len(set(st.gpus)) < len(st.variants) \
+            and "gpu_memory_utilization" in type(st.backend).model_fields and not st.backend.gpu_memory_utilization:
+        raise InputError(f"{path}: field 'servers': all_at_once puts {len(st.variants)} servers on "
+                         f"{max(len(set(st.gpus)), 1)} GPU(s), and each {st.backend.name} server takes most of a "
+                         "GPU's memory by default; set backend.gpu_memory_utilization (below 1/number of servers "
+                         "per GPU) and a KV-cache size in backend.extra_args (vLLM: --kv-cache-memory-bytes), "
+                         "or list one GPU per variant in 'gpus'")
     return st
 
 

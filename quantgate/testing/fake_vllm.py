@@ -200,7 +200,8 @@ def main(argv: list[str] | None = None) -> None:
         (cache / "vllm_compile_cache.py").write_text("{}\n")
     if os.environ.get("TRITON_CACHE_DIR"):
         Path(os.environ["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
-    time.sleep(0.2)  # so a start takes measurable time
+    # so a start takes measurable time; FAKE_VLLM_START_S: longer, for tests of starts that overlap
+    time.sleep(float(os.environ.get("FAKE_VLLM_START_S", "0.2")))
 
     import uvicorn
 

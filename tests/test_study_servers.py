@@ -1,0 +1,132 @@
+"""Where a study's servers run (issue 22): ``servers: all_at_once`` starts every variant's server together
+(their starts overlap) and serves pages only when every start has ended; ``one_at_a_time`` (the default)
+starts each after the previous variant's pages; per-variant ``server_env`` and ``gpus`` reach the server
+process and run.json. Served by the stand-in vLLM CLI (``quantgate.testing.fake_vllm``), its start slowed
+to 1.5 s so overlap is measurable; quantize is replaced by a folder the stand-in accepts."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quantgate.errors import InputError
+
+FAKE_VLLM = f"{shlex.quote(sys.executable)} -m quantgate.testing.fake_vllm"
+START_S = 1.5
+
+
+@pytest.fixture
+def fake_quantize(monkeypatch):
+    import quantgate.quantize as qz
+
+    def quantize(model, recipe, out, **kw):
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(b"\0" * 8)
+
+    monkeypatch.setattr(qz, "quantize", quantize)
+    monkeypatch.setenv("FAKE_VLLM_START_S", str(START_S))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def _study(tmp_path: Path, **over) -> Path:
+    body = {
+        "name": "servers", "model": "unused", "pages": {"synth": {"n": 4, "profile": "simple",
+                                                                  "calibration_fraction": 0.0}},
+        "variants": [{"name": "bf16", "recipe": "bf16"},
+                     {"name": "bi", "recipe": "bf16", "server_env": {"VLLM_BATCH_INVARIANT": "1"}},
+                     {"name": "kv", "recipe": "bf16", "server_args": ["--kv-cache-dtype", "fp8"]}],
+        "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM, "compile_cache": "none", "startup_timeout_s": 60,
+                    "gpu_memory_utilization": 0.2, "extra_args": ["--kv-cache-memory-bytes", "1073741824"]},
+        "concurrency": [1], "max_tokens": 8, "metrics": ["ned"], "min_pages": 2, "resamples": 1000,
+    }
+    body.update(over)
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(body))
+    return f
+
+
+def _timings(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
+
+
+def _run(out: Path, name: str) -> dict:
+    return json.loads((out / "runs" / name / "run.json").read_text())
+
+
+def test_all_at_once_overlaps_the_starts_and_serves_after_them(tmp_path, fake_quantize):
+    from quantgate.study import run_study
+
+    out = tmp_path / "out"
+    run_study(_study(tmp_path, servers="all_at_once", gpus=[0, 1]), out, log=lambda s: None, stop_after="score")
+    t = _timings(out)
+    starts = [r for r in t if r["stage"] == "server_start"]
+    runs = [r for r in t if r["stage"] == "pages_run"]
+    assert sorted(r["variant"] for r in starts) == ["bf16", "bi", "kv"] and all(r["background"] for r in starts)
+    assert all(r["wall_s"] >= START_S for r in starts)
+    # all three started before the first one was healthy: the starts overlap
+    assert max(r["start"] for r in starts) < min(r["start"] + r["wall_s"] for r in starts)
+    # no page was sent while a server was still starting
+    assert min(r["start"] for r in runs) >= max(r["start"] + r["wall_s"] for r in starts) - 0.01
+    for name, gpu in (("bf16", "0"), ("bi", "1"), ("kv", "0")):
+        run = _run(out, name)
+        assert run["layout"]["servers"] == "all_at_once" and run["layout"]["servers_in_study"] == 3
+        assert run["layout"]["gpu"] == gpu and run["engine"]["env"]["CUDA_VISIBLE_DEVICES"] == gpu
+    assert _run(out, "bi")["layout"]["env"] == {"VLLM_BATCH_INVARIANT": "1"}
+    assert _run(out, "bi")["engine"]["env"]["VLLM_BATCH_INVARIANT"] == "1"  # reached the server process
+    assert "VLLM_BATCH_INVARIANT" not in _run(out, "bf16")["engine"]["env"]
+    assert _run(out, "kv")["engine"]["kv_cache_dtype"] == "fp8" and _run(out, "bf16")["engine"]["kv_cache_dtype"] != "fp8"
+
+    # a rerun with nothing left to serve starts no server and keeps each run's layout
+    before = {n: _run(out, n)["layout"] for n in ("bf16", "bi", "kv")}
+    run_study(_study(tmp_path, servers="all_at_once", gpus=[0, 1]), out, log=lambda s: None, stop_after="score")
+    assert len([r for r in _timings(out) if r["stage"] == "server_start"]) == 3
+    assert {n: _run(out, n)["layout"] for n in before} == before
+
+
+def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fake_quantize):
+    from quantgate.study import run_study
+
+    out = tmp_path / "out"
+    run_study(_study(tmp_path), out, log=lambda s: None, stop_after="score")
+    t = _timings(out)
+    order = ["bf16", "bi", "kv"]
+    start = {r["variant"]: r for r in t if r["stage"] == "server_start"}
+    pages_end = {v: max(r["start"] + r["wall_s"] for r in t if r["stage"] == "pages_run" and r["variant"] == v)
+                 for v in order}
+    for prev, nxt in zip(order, order[1:]):
+        assert start[nxt]["start"] >= pages_end[prev] - 0.01
+    assert _run(out, "kv")["layout"] == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3,
+                                         "gpu": None, "env": {}}
+    assert "CUDA_VISIBLE_DEVICES" not in _run(out, "kv")["engine"]["env"]
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"servers": "all_at_once", "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM}}, "servers"),
+    ({"backend": {"name": "openai", "endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+      "variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "x", "recipe": "bf16", "server_env": {"A": "1"}}]},
+     "variants.1.server_env"),
+    ({"backend": {"name": "openai", "endpoint": "http://127.0.0.1:9/v1", "model": "m"}, "gpus": [0],
+      "variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "x", "recipe": "bf16"}]}, "gpus"),
+    ({"variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "x", "recipe": "bf16", "server_env": {"1A": "1"}}]},
+     "server_env"),
+])
+def test_layouts_that_cannot_work_are_refused_before_anything_runs(tmp_path, over, field):
+    from quantgate.study.spec import load_study
+
+    with pytest.raises(InputError, match=field.replace(".", r"\.")):
+        load_study(_study(tmp_path, **over))
+
+
+def test_all_at_once_with_a_gpu_per_variant_needs_no_memory_split(tmp_path):
+    from quantgate.study.spec import load_study
+
+    st = load_study(_study(tmp_path, servers="all_at_once", gpus=[0, 1, 2],
+                           backend={"name": "vllm", "vllm_cmd": FAKE_VLLM}))
+    assert st.servers == "all_at_once" and st.gpus == [0, 1, 2]
