@@ -100,7 +100,7 @@ def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fak
     start = {r["variant"]: r for r in t if r["stage"] == "server_start"}
     pages_end = {v: max(r["start"] + r["wall_s"] for r in t if r["stage"] == "pages_run" and r["variant"] == v)
                  for v in order}
-    for prev, nxt in zip(order, order[1:]):
+    for prev, nxt in zip(order, order[1:], strict=False):
         assert start[nxt]["start"] >= pages_end[prev] - 0.01
     assert _run(out, "kv")["layout"] == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3,
                                          "gpu": None, "env": {}}
