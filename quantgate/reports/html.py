@@ -128,10 +128,14 @@ def render_html(r: Summary, sections: list | tuple = ()) -> str:
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
+    from quantgate.reports.budget import budget_rows, sequential_rows
     from quantgate.reports.markdown import below_minimum, test_line
 
     engine_cols, engine_rows = engine_table(r)
+    budget, budget_text = budget_rows(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
                                                      engine_rows=engine_rows, engine_notes=engine_differences(r),
                                                      numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
-                                                     warn=below_minimum(r), sections=sections)
+                                                     warn=below_minimum(r), sections=sections,
+                                                     sequential=sequential_rows(r), budget=budget,
+                                                     budget_text=budget_text.replace("**", "").replace("`", ""))
