@@ -22,7 +22,7 @@ from quantgate.errors import InputError
 from quantgate.fileio import read_jsonl
 from quantgate.records import SequentialStop
 from quantgate.scoring.sequential import SequentialDecision, page_order, plan_looks, sequential_decide, stop_line
-from quantgate.study.spec import Study
+from quantgate.study.spec import Study, effective_margins
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,6 @@ def make_plan(st: Study, ids: list[str]) -> Plan:
     looks = plan_looks(budget, first=sq.first_look, step=sq.step, n_looks=None if sq.step else sq.looks,
                        min_pages=st.min_pages)
     return Plan(order, looks, budget)
-
-
-def _margins(st: Study) -> dict[str, float]:
-    from quantgate.study.verdicts import effective_margins
-
-    return effective_margins(st)
 
 
 def _oriented(st: Study, ids: list[str], base: dict, cand: dict, noise: dict | None):
@@ -95,7 +89,7 @@ def replay(st: Study, plan: Plan, base: dict[str, dict], cand: dict[str, dict], 
         if any(i not in cand for i in ids):
             return dec, ids
         d, e = _oriented(st, ids, base, cand, noise)
-        dec = sequential_decide(k, plan.looks, d, _margins(st), noise_by_metric=e, previous=dec, n_max=plan.n_max,
+        dec = sequential_decide(k, plan.looks, d, effective_margins(st), noise_by_metric=e, previous=dec, n_max=plan.n_max,
                                 spending=st.sequential.spending, n_resamples=st.resamples, seed=st.seed,
                                 equivalence=st.test == "equivalence", min_pages=st.min_pages)
         if dec.stop:

@@ -192,6 +192,12 @@ def check_statistics(st: Study, where: str) -> None:
             raise InputError(f"{where}: field '{name}': {value} must be an integer >= {least}{why}")
 
 
+def effective_margins(st: Study) -> dict[str, float]:
+    from quantgate.scoring import get_metric
+
+    return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
+
+
 def resolve_path(base: Path, p: str) -> Path:
     """A path written in a study: relative to the study file's folder unless absolute."""
     q = Path(p)

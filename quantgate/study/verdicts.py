@@ -14,7 +14,7 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.fileio import sha256_file
-from quantgate.study.spec import Study
+from quantgate.study.spec import Study, effective_margins
 
 SCORES = "scores"
 
@@ -108,12 +108,6 @@ def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] 
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
     family = adjust_family(pages + lm)
     return family[: len(pages)], (family[len(pages):] if st.lm_eval else None)
-
-
-def effective_margins(st: Study) -> dict[str, float]:
-    from quantgate.scoring import get_metric
-
-    return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
 
 
 def relative_inside(path: Path, out: Path) -> str | None:
