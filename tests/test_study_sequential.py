@@ -81,7 +81,15 @@ def test_sequential_study_stops_early_and_records_where(studies):
         stop = run_json["sequential"]
         assert (stop["look"], stop["pages_used"], stop["stop"], stop["n_max"]) == (d["look"], d["pages_used"], True, 80)
         assert stop["decisions"] == {m: x["verdict"] for m, x in d["metrics"].items()}
-        assert next(lv for lv in run_json["levels"] if lv["concurrency"] == 1)["n_requests"] == d["pages_used"]
+        level = next(lv for lv in run_json["levels"] if lv["concurrency"] == 1)
+        assert level["n_requests"] == d["pages_used"]
+        # one batch per look, each its own session, so the level's speed leaves out the looks between batches
+        batches: dict = {}
+        for r in recs:
+            batches.setdefault(r["session"], []).append(r)
+        assert len(batches) == d["look"]
+        assert level["wall_s"] == pytest.approx(sum(max(r["end"] for r in b) - min(r["start"] for r in b)
+                                                     for b in batches.values()))
         assert f"stopped at look {d['look']} of 4: {d['pages_used']} of 80 pages (every verdict decisive)" in \
             (out / "report.md").read_text()
         assert f"stopped at look {d['look']} of 4: {d['pages_used']} of 80 pages" in (out / "report.html").read_text()

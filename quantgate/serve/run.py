@@ -24,6 +24,8 @@ from quantgate.serve.server import SharedServer, log_tail
 from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 
 REQUESTS = "requests.jsonl"
+RUN = "run.json"
+DEFAULT_MAX_TOKENS = 1024
 
 
 class PageBatches(Protocol):
@@ -34,8 +36,6 @@ class PageBatches(Protocol):
     def next(self) -> list[str] | None:
         """The page ids (in serving order) to have served once the next batch is done, or None when finished;
         called again after each batch, its records appended."""
-RUN = "run.json"
-DEFAULT_MAX_TOKENS = 1024
 
 
 def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
@@ -144,10 +144,11 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                                            extra_body={"ignore_eos": True} if ignore_eos else None)
             return conn["spec"]
 
-        def send(c: int, pending: list, cb, warmup: bool = True) -> None:
+        def send(c: int, pending: list, cb, warmup: bool = True, batch: int | None = None) -> None:
             nonlocal records
+            # each batch its own session id: the level's speed (level_stats) then leaves out the looks between them
             new = asyncio.run(run_level(request_spec(), [(p.id, loader(p)) for p in pending], c, out / REQUESTS,
-                                        session, warmup=warmup, on_done=cb))
+                                        session if batch is None else f"{session}.{batch}", warmup=warmup, on_done=cb))
             retried = {(r.page_id, r.concurrency) for r in new}
             records = [r for r in records if (r.page_id, r.concurrency) not in retried] + new
             srv = conn["server"]
@@ -181,7 +182,7 @@ def _serve_batches(c: int, batches: PageBatches, by_id: dict, done, prepare, sen
     """One level served batch by batch: ``batches.next()`` names the pages to have served by the end of the next
     batch (or None: the level is finished); after each, its ``record`` goes into run.json. Whether any page was
     sent."""
-    cb, sent = None, False
+    cb, sent, n = None, False, 0
     while True:
         ids = batches.next()
         manifest.sequential = batches.record
@@ -197,8 +198,8 @@ def _serve_batches(c: int, batches: PageBatches, by_id: dict, done, prepare, sen
         if not sent:
             prepare()  # the server, started before the level's stage opens
             cb = on_level(c, None) if on_level else None
-        send(c, pending, cb, warmup=not sent)  # later batches find the server warm: no unrecorded warm-up request
-        sent = True
+        send(c, pending, cb, warmup=not sent, batch=n)  # later batches find the server warm: no warm-up request
+        sent, n = True, n + 1
 
 
 # Notes an older quantgate wrote about numerics without measuring them (run.json before `numerics`);
