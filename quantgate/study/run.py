@@ -194,7 +194,8 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
 
     def server_for(v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
-            label = f"{v.name}: {name} start" + (" (beside the previous variant's lm-eval)" if background else "")
+            beside = " (beside the previous variant's lm-eval)" if ctx.lm is not None else " (begun in the background)"
+            label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
         return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variants[v.name],
@@ -238,6 +239,7 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
     use: not at all when everything is recorded). ``prestart_next`` starts the next variant's server
     once the page runs are done."""
     from quantgate.serve import serve_variant
+    from quantgate.study.sequential import accuracy_pass
 
     st, clock, vdir = ctx.st, ctx.clock, ctx.variants[v.name]
     rdir = ctx.out / "runs" / v.name
@@ -257,7 +259,8 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
                       max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
                       limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
                       server=server, record_root=ctx.out, log=clock.console.detail,
-                      batches={st.concurrency[0]: _accuracy_pass(ctx, v, rdir)} if ctx.plan is not None else None)
+                      batches=None if ctx.plan is None else {st.concurrency[0]: accuracy_pass(
+                          st, ctx.plan, ctx.ps, ctx.out, v.name, variant_levels(st)[1], clock.console.detail)})
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
@@ -266,20 +269,6 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
                          variant=v.name) as stage:
             run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
                                record_root=ctx.out, log=clock.console.detail)
-
-
-def _accuracy_pass(ctx: _Ctx, v: VariantSpec, rdir: Path):
-    """The batches of a sequential study's accuracy pass: the baseline's whole page budget, or a candidate's
-    looks against the baseline's (and its noise run's) scores."""
-    from quantgate.study.sequential import FixedPass, SequentialPass, level_rows, stop_line
-
-    st, c0 = ctx.st, ctx.st.concurrency[0]
-    if v.name == st.baseline:
-        return FixedPass(ctx.plan.order, rdir, c0)
-    brun, noise = ctx.out / "runs" / st.baseline, variant_levels(st)[1]
-    return SequentialPass(st, ctx.plan, ctx.ps, rdir, c0, level_rows(st, ctx.ps, brun, c0),
-                          level_rows(st, ctx.ps, brun, noise) if noise else None,
-                          on_look=lambda d: ctx.clock.console.detail(f"{v.name}: {stop_line(d)}"))
 
 
 def _levels(rdir: Path) -> list[dict[str, Any]]:

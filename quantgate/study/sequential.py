@@ -157,7 +157,7 @@ def _clean(x: float) -> float:
     return 0.0 if abs(x) < 1e-13 or not math.isfinite(x) else x + 0.0
 
 
-__all__ = ["FixedPass", "Plan", "SequentialPass", "judged_ids", "level_rows", "make_plan", "replay", "stop_line",
+__all__ = ["FixedPass", "Plan", "SequentialPass", "accuracy_pass", "judged_ids", "level_rows", "make_plan", "replay", "stop_line",
            "stop_record", "verdict_rows"]
 
 
@@ -219,3 +219,15 @@ def level_rows(st: Study, ps, run_dir: Path, level: int) -> dict[str, dict]:
     preds = load_predictions(run_dir, ps, st.split, level)
     rows = score_pages(ps, preds, parse_metric_list(st.metrics), st.split, only=set(preds))
     return {r["page_id"]: r for r in rows}
+
+
+def accuracy_pass(st: Study, plan: Plan, ps, out: Path, variant: str, noise_level: int | None, log):
+    """The batches of a sequential study's accuracy pass (the first concurrency level) for ``variant``: the
+    baseline's whole page budget, or a candidate's looks against the baseline's (and its noise run's) scores."""
+    c0, run_dir = st.concurrency[0], Path(out) / "runs" / variant
+    if variant == st.baseline:
+        return FixedPass(plan.order, run_dir, c0)
+    brun = Path(out) / "runs" / st.baseline
+    return SequentialPass(st, plan, ps, run_dir, c0, level_rows(st, ps, brun, c0),
+                          level_rows(st, ps, brun, noise_level) if noise_level else None,
+                          on_look=lambda d: log(f"{variant}: {stop_line(d)}"))
