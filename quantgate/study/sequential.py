@@ -24,6 +24,9 @@ from quantgate.records import SequentialStop
 from quantgate.scoring.sequential import SequentialDecision, page_order, plan_looks, sequential_decide, stop_line
 from quantgate.study.spec import Study, effective_margins
 
+__all__ = ["FixedPass", "Plan", "SequentialPass", "accuracy_pass", "judged_ids", "level_rows", "make_plan", "replay",
+           "stop_line", "stop_record", "verdict_rows"]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -155,10 +158,6 @@ def verdict_rows(st: Study, plan: Plan, dec: SequentialDecision, variant: str, b
 
 def _clean(x: float) -> float:
     return 0.0 if abs(x) < 1e-13 or not math.isfinite(x) else x + 0.0
-
-
-__all__ = ["FixedPass", "Plan", "SequentialPass", "accuracy_pass", "judged_ids", "level_rows", "make_plan", "replay", "stop_line",
-           "stop_record", "verdict_rows"]
 
 
 class SequentialPass:
