@@ -227,6 +227,13 @@ def test_resume_after_a_kill_mid_pass(pages, studies, tmp_path):
     sessions = {json.loads(x)["session"] for x in (out / "timings.jsonl").read_text().splitlines()}
     assert len(sessions) == 2
     assert any(f"mid: stopped at look {ref['look']} of 4" in x for x in lines)
+    # a third run finds every pass finished: no request sent, no server started
+    before = {v: (out / "runs" / v / "requests.jsonl").read_bytes() for v in ("bf16", "mid")}
+    run(y, out)
+    assert before == {v: (out / "runs" / v / "requests.jsonl").read_bytes() for v in ("bf16", "mid")}
+    timings = [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
+    last = [t["stage"] for t in timings if t["session"] == timings[-1]["session"]]
+    assert "server_start" not in last and "pages_run" not in last and last[-1] == "report"
 
 
 @pytest.mark.parametrize("block, fields, msg", [
@@ -260,3 +267,18 @@ def test_default_block_is_four_looks(pages, tmp_path):
     del body["sequential"]
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(body))
     assert load_study(tmp_path / "s.yaml").sequential is None
+
+
+def test_equivalence_sequential_study_and_its_gate(pages, tmp_path):
+    """test: equivalence runs sequentially too: the decision records the test, identical outputs pass at the
+    first look, a clear loss is decisive before the budget, and the gate remakes the same verdicts."""
+    from quantgate.study.gate import REGRESSION, gate
+
+    y = study_yaml(tmp_path / "s.yaml", pages, {"same": 0.0, "bad": 0.6}, sequential=SEQ, test="equivalence", **SMALL)
+    rep = run(y, tmp_path / "out")
+    seq = {v["name"]: v["sequential"] for v in rep["variants"] if v["sequential"]}
+    assert {d["test"] for d in seq.values()} == {"equivalence"} and seq["same"]["look"] == 1
+    assert seq["bad"]["stop_reason"] == "all_decisive" and seq["bad"]["pages_used"] < 80
+    assert {r["test"] for r in rep["verdicts"]} == {"equivalence"}
+    assert {r["verdict"] for r in rep["verdicts"] if r["variant"] == "bad"} <= {"regression", "not_equivalent"}
+    assert gate(tmp_path / "out")[0] == REGRESSION
