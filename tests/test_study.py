@@ -63,6 +63,10 @@ def test_demo_console_is_quiet_and_ends_with_the_verdicts(demo):
     for v in json.loads((out / "summary.json").read_text())["verdicts"]:
         assert any(x.split()[:2] == [v["variant"], v["metric"]] for x in lines)
     assert lines[-1].startswith(f"report: {out / 'report.html'}")
+    tb = json.loads((out / "summary.json").read_text())["time_budget"]  # the time budget's line, from summary.json
+    assert lines[-2] == (f"time: {tb['wall_s']:.1f} s — server starts {tb['engine_start_s']:.1f} s, generation "
+                         f"{tb['generation_s']:.1f} s, quantgate's own overhead {tb['overhead_s']:.1f} s "
+                         f"({tb['overhead_share']:.1%}; report.md, \"Time budget\")")
 
 
 def test_demo_starts_one_server_per_variant(demo):

@@ -139,8 +139,22 @@ def _run_quietly(out: Path, verbose: bool, what: str, run) -> dict:
         return run(console)
 
 
+def _print_stops_and_time(rep: dict) -> None:
+    from quantgate.scoring.sequential import SequentialDecision, stop_line
+
+    for v in rep.get("variants") or []:
+        if v.get("sequential"):
+            print(f"{v['name']}: {stop_line(SequentialDecision.model_validate(v['sequential']))}")
+    tb = rep.get("time_budget")
+    if tb:
+        print(f"time: {tb['wall_s']:.1f} s — server starts {tb['engine_start_s']:.1f} s, generation "
+              f"{tb['generation_s']:.1f} s, quantgate's own overhead {tb['overhead_s']:.1f} s "
+              f"({tb['overhead_share']:.1%}; report.md, \"Time budget\")")
+
+
 def _finish(rep: dict, out: Path) -> int:
     _print_verdicts(rep)
+    _print_stops_and_time(rep)
     print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml; log: {out / 'study.log'})")
     return 0
 
