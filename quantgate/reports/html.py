@@ -54,8 +54,9 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
             ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
             ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
         ax.set_yticks(range(len(vs)), [v.variant for v in vs])
-        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: one-sided "
-                      f"{1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)")
+        bars = (f"one-sided {1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)" if not r.study.get("sequential")
+                else "bounds at the nominal level of the look each was decided at")
+        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: {bars}")
         ax.legend(loc="best", fontsize=8)
         out.append(("Verdicts", _svg(fig)))
     c0 = str(r.compare_level)
