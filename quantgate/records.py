@@ -190,6 +190,52 @@ class ServerLayout(Record):
     env: dict[str, str] = Field(default_factory=dict)  # the variant's server_env
 
 
+class SequentialStop(Record):
+    """run.json's record of a sequential accuracy pass (``sequential:`` in a study): where it stopped and
+    each metric's decision there. The whole decision (boundaries, intervals, p-values) is in summary.json."""
+
+    concurrency: int  # the level of the accuracy pass
+    look: int  # the last look made, 1-based
+    n_looks: int  # looks planned
+    looks: list[int]  # pages at each planned look
+    pages_used: int
+    n_max: int  # the page budget
+    stop: bool
+    stop_reason: Literal["all_decisive", "page_budget"] | None
+    decisions: dict[str, str]  # metric -> verdict at its deciding look (or at this look, if undecided)
+    decided_at_look: dict[str, int | None]
+
+
+BudgetPart = Literal["pages", "quantize", "server_start", "accuracy", "speed", "lmeval", "score", "report", "other"]
+
+
+class BudgetRow(Record):
+    part: BudgetPart
+    variant: str | None = None
+    wall_s: float
+    generation_s: float | None = None  # accuracy/speed: time with at least one recorded page request in flight
+    requests: int | None = None  # accuracy/speed: page requests recorded in the stage
+    reused: bool = False
+    background: bool = False  # a server start begun beside another stage: only the part that ran alone
+
+
+class TimeBudget(Record):
+    """Where a run of ``quantgate study`` spent its wall time (``quantgate.study.timings.time_budget``). The
+    foreground ``rows`` (``other``: what lies between stages) sum to ``wall_s``; server starts that ran beside
+    another stage count only for the part that ran alone; the rest is ``background_s``, outside the sum."""
+
+    schema_version: int = 1
+    session: str
+    wall_s: float  # from the start of this `quantgate study` run to when the budget was made (in the report stage)
+    rows: list[BudgetRow]
+    background_s: float
+    engine_start_s: float  # foreground server starts
+    generation_s: float  # page requests in flight (accuracy passes and speed levels)
+    lmeval_s: float  # lm-eval stages: not split (their requests are not recorded one by one)
+    overhead_s: float  # wall − engine starts − generation − lm-eval
+    overhead_share: float  # overhead_s / wall_s
+
+
 class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
@@ -218,6 +264,7 @@ class RunManifest(Record):
     levels: list[LevelStats] = Field(default_factory=list)
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None
+    sequential: SequentialStop | None = None  # a sequential accuracy pass: where it stopped
 
 
 # --- scoring ---------------------------------------------------------------------------------

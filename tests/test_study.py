@@ -63,6 +63,10 @@ def test_demo_console_is_quiet_and_ends_with_the_verdicts(demo):
     for v in json.loads((out / "summary.json").read_text())["verdicts"]:
         assert any(x.split()[:2] == [v["variant"], v["metric"]] for x in lines)
     assert lines[-1].startswith(f"report: {out / 'report.html'}")
+    tb = json.loads((out / "summary.json").read_text())["time_budget"]  # the time budget's line, from summary.json
+    assert lines[-2] == (f"time: {tb['wall_s']:.1f} s — server starts {tb['engine_start_s']:.1f} s, generation "
+                         f"{tb['generation_s']:.1f} s, quantgate's own overhead {tb['overhead_s']:.1f} s "
+                         f"({tb['overhead_share']:.1%}; report.md, \"Time budget\")")
 
 
 def test_demo_starts_one_server_per_variant(demo):
@@ -389,6 +393,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
         v["speedup"] = {str(lv["concurrency"]): (lv["pages_per_s"] / base_levels[lv["concurrency"]]["pages_per_s"])
                         if lv["concurrency"] in base_levels and base_levels[lv["concurrency"]]["pages_per_s"] else None
                         for lv in v["levels"]}
+        v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
         "schema_version": 2, "kind": "quantgate.report", "created": None,
@@ -396,7 +401,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": None, "git_commit": None, "pageset_sha256": pages_sha256, "statistics": statistics},
-        "inputs": inputs}
+        "inputs": inputs, "time_budget": None}
 
 
 def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
@@ -438,7 +443,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     old = _old_dict_report(st, out, new["provenance"]["pageset_sha256"],
                            {v["name"]: out / "variants" / v["name"] for v in st["variants"]}, verdicts, c0, nl,
                            new["worst_pages"], lm_eval, new["provenance"]["statistics"], inputs)
-    old["created"] = new["created"]
+    old["created"], old["time_budget"] = new["created"], new["time_budget"]  # the time budget: test_study_sequential
     old["provenance"].update(packages=new["provenance"]["packages"], git_commit=new["provenance"]["git_commit"])
     assert json.dumps(new) == json.dumps(old)  # same keys, same order, same values
     assert len(new["verdicts"]) == 6 and len(new["lm_eval"]["verdicts"]) == 2 and sum(map(len, new["worst_pages"].values()))

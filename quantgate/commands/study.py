@@ -43,8 +43,11 @@ def register(sub) -> None:
                        "compare with the baseline (its second concurrency level is the noise run) and write "
                        "summary.json, report.md, report.html and junit.xml. Each metric is judged against its "
                        "declared margin (the study's margins:, else the registry's: ned 0.01, cer 0.01, wer 0.02, "
-                       "bow_f1 0.01, table_teds 0.02, checks 0.02), non-inferiority at one-sided 95%% by default "
-                       "(test: equivalence | exact); fewer than min_pages (30) pages give inconclusive. Margins, "
+                       "bow_f1 0.01, table_teds 0.02, checks 0.02), non-inferiority at one-sided 95% by default "
+                       "(test: equivalence | exact); fewer than min_pages (30) pages give inconclusive. With a "
+                       "'sequential:' block each candidate's accuracy pass is served in a seeded order and stops "
+                       "once every verdict is decisive (docs/statistics.md). The report ends with a time budget "
+                       "(quantize, server starts, generation, quantgate's own overhead). Margins, "
                        "seed, resamples and min_pages are checked before any work starts. Stop it anywhere; rerun "
                        "to resume. See docs/study.md for the YAML.")
     s.add_argument("study", type=existing_path)
@@ -136,8 +139,22 @@ def _run_quietly(out: Path, verbose: bool, what: str, run) -> dict:
         return run(console)
 
 
+def _print_stops_and_time(rep: dict) -> None:
+    from quantgate.scoring.sequential import SequentialDecision, stop_line
+
+    for v in rep.get("variants") or []:
+        if v.get("sequential"):
+            print(f"{v['name']}: {stop_line(SequentialDecision.model_validate(v['sequential']))}")
+    tb = rep.get("time_budget")
+    if tb:
+        print(f"time: {tb['wall_s']:.1f} s — server starts {tb['engine_start_s']:.1f} s, generation "
+              f"{tb['generation_s']:.1f} s, quantgate's own overhead {tb['overhead_s']:.1f} s "
+              f"({tb['overhead_share']:.1%}; report.md, \"Time budget\")")
+
+
 def _finish(rep: dict, out: Path) -> int:
     _print_verdicts(rep)
+    _print_stops_and_time(rep)
     print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml; log: {out / 'study.log'})")
     return 0
 

@@ -54,8 +54,9 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
             ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
             ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
         ax.set_yticks(range(len(vs)), [v.variant for v in vs])
-        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: one-sided "
-                      f"{1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)")
+        bars = (f"one-sided {1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)" if not r.study.get("sequential")
+                else "bounds at the nominal level of the look each was decided at")
+        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: {bars}")
         ax.legend(loc="best", fontsize=8)
         out.append(("Verdicts", _svg(fig)))
     c0 = str(r.compare_level)
@@ -128,10 +129,14 @@ def render_html(r: Summary, sections: list | tuple = ()) -> str:
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
     notes = sorted({n for v in r.variants for n in v.notes})
+    from quantgate.reports.budget import budget_rows, sequential_rows
     from quantgate.reports.markdown import below_minimum, test_line
 
     engine_cols, engine_rows = engine_table(r)
+    budget, budget_text = budget_rows(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
                                                      engine_rows=engine_rows, engine_notes=engine_differences(r),
                                                      numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
-                                                     warn=below_minimum(r), sections=sections)
+                                                     warn=below_minimum(r), sections=sections,
+                                                     sequential=sequential_rows(r), budget=budget,
+                                                     budget_text=budget_text.replace("**", "").replace("`", ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quantgate.reports.budget import budget_rows, sequential_rows
 from quantgate.reports.engine import engine_differences, engine_table
 from quantgate.reports.schema import Summary, numerics_rows
 
@@ -23,9 +24,11 @@ def test_line(r: Summary) -> str:
     st = r.study
     vs = list(r.verdicts) + list(r.lm_eval.verdicts if r.lm_eval else [])
     alpha, conf = (vs[0].alpha, vs[0].confidence) if vs else (0.05, 0.90)
-    return (f"Test: **{TEST[st['test']]}** against each metric's declared margin, at one-sided {1 - alpha:.0%}: the "
-            f"bounds are the ends of the {conf:.0%} interval (seeded bootstrap, {st['resamples']} resamples, seed "
-            f"{st['seed']}). The noise floor is how far the baseline moves against itself when re-run (a one-sided "
+    level = (f"at one-sided {1 - alpha:.0%}: the bounds are the ends of the {conf:.0%} interval" if not st.get("sequential")
+             else f"sequentially (overall one-sided {1 - alpha:.0%} per side; each verdict's bounds at the nominal "
+                  "level of the look it was decided at, see Sequential verdicts)")
+    return (f"Test: **{TEST[st['test']]}** against each metric's declared margin, {level} (seeded bootstrap, "
+            f"{st['resamples']} resamples, seed {st['seed']}). The noise floor is how far the baseline moves against itself when re-run (a one-sided "
             f"{1 - alpha:.0%} bound): shown, never added to the margin; above the margin the verdict is "
             f"inconclusive. Fewer than {st['min_pages']} pages: inconclusive. Regressions are called after Holm's "
             f"adjustment over the study's {len(vs)} verdicts (p Holm); pages needed: at {vs[0].power:.0%} power, "
@@ -82,6 +85,7 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
         lines.append(f"| {v.variant} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
                      f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} |")
     lines += [""] + [f"- **{v.variant} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
+    lines += _sequential_lines(r)
     lines += _lmeval_lines(r)
     lines += ["", "## Speed", "",
               "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
@@ -106,11 +110,34 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     notes = sorted({n for v in r.variants for n in v.notes})
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    lines += _budget_lines(r)
     lines += list(sections)
     p = r.provenance
     lines += ["", f"<sub>{p.statistics}. quantgate {p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, "
               f"page set {p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _sequential_lines(r: Summary) -> list[str]:
+    rows = sequential_rows(r)
+    if not rows:
+        return []
+    return ["", "## Sequential verdicts", "", "Each candidate's accuracy pass was served in a seeded random order and "
+            "stopped once every verdict was decisive or the page budget ended (docs/statistics.md, \"Sequential "
+            "verdicts in a study\"); each verdict above is from the look it was decided at, its bounds at that "
+            "look's nominal level, its p regression the repeated p-value over the looks.", "",
+            "| variant | stopping point | decisions | plan |", "|---|---|---|---|"] + \
+        [f"| {x['variant']} | {x['stop']} | {x['metrics']} | {x['plan']} |" for x in rows]
+
+
+def _budget_lines(r: Summary) -> list[str]:
+    rows, text = budget_rows(r)
+    if not rows:
+        return []
+    return ["", "## Time budget", "", text, "", "| part | variant | seconds | share of wall | generation s | |",
+            "|---|---|---|---|---|---|"] + \
+        [f"| {x['part']} | {x['variant']} | {x['wall_s']} | {x['share']} | {x['generation_s']} | {x['reused']} |"
+         for x in rows]
 
 
 def _engine_lines(r: Summary) -> list[str]:

@@ -19,11 +19,13 @@ _PKGS = ["quantgate", "torch", "transformers", "llmcompressor", "compressed-tens
 
 def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
                   compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                  lm_eval: dict | None = None, *, inputs: dict) -> Summary:
+                  lm_eval: dict | None = None, *, inputs: dict, sequential: dict | None = None,
+                  time_budget=None) -> Summary:
     """The report of a finished study: each variant's quantgate.json and run.json are read through
     their models, so a malformed or foreign manifest stops here with the file and field named.
     Variant paths are recorded relative to the study folder ``out`` (and must lie inside it), so a
-    moved or copied study stays valid; ``inputs`` is what the gate needs to make the verdicts again."""
+    moved or copied study stays valid; ``inputs`` is what the gate needs to make the verdicts again.
+    ``sequential``: variant -> ``SequentialDecision`` (a sequential study); ``time_budget``: a ``TimeBudget``."""
     variants = []
     runs: dict[str, RunManifest] = {}
     for name, vdir in variant_dirs.items():
@@ -40,6 +42,7 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
             "engine": run.engine,
             "levels": run.levels, "max_concurrency_within_slo": run.max_concurrency_within_slo,
             "calibration_pages": len(man.calibration.page_ids),
+            "sequential": (sequential or {}).get(name),
         })
     base = study["baseline"]
     base_levels = {lv.concurrency: lv for lv in runs[base].levels}
@@ -55,7 +58,7 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": statistics_text(study, verdicts + list((lm_eval or {}).get("verdicts") or []))},
-        "inputs": inputs,
+        "inputs": inputs, "time_budget": time_budget,
     }, where=f"{out}: the report being built")
 
 
@@ -63,12 +66,20 @@ def statistics_text(study: dict, verdicts: list[dict]) -> str:
     """One paragraph: which test, at which level, on which interval, and how the family is read."""
     v = verdicts[0] if verdicts else {}
     alpha, conf = v.get("alpha", 0.05), v.get("confidence", 0.90)
+    seq = study.get("sequential")
+    if seq:  # a look's interval is at its own nominal level; the overall level is alpha per side
+        spend = "O'Brien–Fleming" if seq.get("spending") == "obrien_fleming" else "Pocock"
+        bounds = (f"group-sequential: pages in a seeded random order, a candidate stopped once every verdict was "
+                  f"decisive, {spend} alpha spending, overall one-sided {1 - alpha:.0%} per side, each verdict's "
+                  "bounds at the nominal level of the look it was decided at, p_regression the repeated p-value "
+                  f"({study['resamples']} bootstrap resamples, seed {study['seed']})")
+    else:
+        bounds = (f"one-sided {1 - alpha:.0%} bounds (the ends of the {conf:.0%} interval; intervals used: "
+                  f"{', '.join(sorted({x['interval'] for x in verdicts}) or ['studentized_hall'])}; "
+                  f"{study['resamples']} bootstrap resamples, seed {study['seed']})")
     test = {"non_inferiority": "non-inferiority", "equivalence": "equivalence (two one-sided tests)",
             "exact": "exact (identical outputs)"}[study.get("test", "non_inferiority")]
-    intervals = sorted({x["interval"] for x in verdicts}) or ["studentized_hall"]
-    return (f"paired by page; {test} against each metric's declared margin, one-sided {1 - alpha:.0%} bounds (the "
-            f"ends of the {conf:.0%} interval; intervals used: {', '.join(intervals)}; {study['resamples']} bootstrap "
-            f"resamples, seed {study['seed']}); the noise floor (the baseline re-run) is shown beside each verdict, never added "
+    return (f"paired by page; {test} against each metric's declared margin, {bounds}; the noise floor (the baseline re-run) is shown beside each verdict, never added "
             f"to the margin, and above it makes the verdict inconclusive; fewer than {study['min_pages']} pages: "
             f"inconclusive; regression calls Holm-adjusted over the study's {len(verdicts)} verdicts "
             "(p_regression_holm); the gate passes only when every verdict it checks is within_noise")
@@ -83,10 +94,11 @@ def _inside(path: Path, out: Path) -> str:
 
 def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
                  compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                 lm_eval: dict | None = None, *, inputs: dict) -> dict:
+                 lm_eval: dict | None = None, *, inputs: dict, sequential: dict | None = None,
+                 time_budget=None) -> dict:
     """:func:`build_summary` as the plain dict written to summary.json (what the study returns)."""
     return build_summary(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst,
-                         lm_eval=lm_eval, inputs=inputs).model_dump()
+                         lm_eval=lm_eval, inputs=inputs, sequential=sequential, time_budget=time_budget).model_dump()
 
 
 def _sha(text: str) -> str:

@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
-from quantgate.records import EngineSettings, LevelStats, Record, RunNumerics, Verdict, parse_record
+from quantgate.records import EngineSettings, LevelStats, Record, RunNumerics, TimeBudget, Verdict, parse_record
 from quantgate.records_files import LmEvalRun, read_record_file
+from quantgate.scoring.sequential import SequentialDecision
 
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
@@ -103,6 +104,7 @@ class VariantSummary(Record):
     max_concurrency_within_slo: int | None
     calibration_pages: int
     speedup: dict[str, float | None]  # concurrency (as text) -> pages/s over the baseline's
+    sequential: SequentialDecision | None = None  # a sequential study's candidate: the decision its pass stopped at
 
 
 class WorstPage(Record):
@@ -140,6 +142,7 @@ class Summary(Record):
     worst_pages: dict[str, list[WorstPage]]
     provenance: Provenance
     inputs: VerdictInputs
+    time_budget: TimeBudget | None = None  # where the study's wall time went (the run that wrote this report)
 
     @field_validator("study")
     @classmethod

@@ -150,7 +150,7 @@ def _clean(x: float) -> float:
 def explain(v: Verdict, lo: float, hi: float) -> str:
     """One sentence: what the verdict rests on and, when it does not decide, what to do. ``lo``/``hi``
     are the oriented bounds (higher is better)."""
-    one = f"one-sided {1 - v.alpha:.0%}"
+    one = f"one-sided {(1 - v.alpha) * 100:.4g}%"  # 95%; a sequential look's nominal level, e.g. 99.99%
     m = v.margin
     if v.reason == "outputs_differ":
         return f"{v.pages_changed} of {v.pages_compared} pages' outputs differ; --exact passes only identical outputs"

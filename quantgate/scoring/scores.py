@@ -53,11 +53,13 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
 
 
 def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric], split: str | None = None,
-                progress: Callable[[str], None] | None = None) -> list[dict]:
-    """One row per page of the split. A page with no prediction is scored as empty (worst value)
-    and flagged ``missing``; nothing is dropped."""
+                progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[dict]:
+    """One row per page of the split (``only``: of these pages of it). A page with no prediction is
+    scored as empty (worst value) and flagged ``missing``; nothing is dropped."""
     rows = []
     for p in ps.split(split):
+        if only is not None and p.id not in only:
+            continue
         pred = preds.get(p.id)
         truth = ps.truth_text(p)
         row: dict = {"page_id": p.id, "empty": pred is None or not pred.strip(),

@@ -233,3 +233,11 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
                               seed=seed, n_resamples=n_resamples, min_pages=min_pages, look=look, pages_used=pages,
                               alpha_spent=plan[look - 1].alpha_spent, stop=done or last,
                               stop_reason="all_decisive" if done else "page_budget" if last else None, metrics=state)
+
+
+def stop_line(dec: SequentialDecision) -> str:
+    """"stopped at look 2 of 4: 60 of 120 pages (every verdict decisive)" — the report's and console's line."""
+    why = {"all_decisive": "every verdict decisive", "page_budget": "the page budget ended"}.get(dec.stop_reason or "",
+                                                                                                "not finished")
+    return f"{'stopped' if dec.stop else 'at'} at look {dec.look} of {len(dec.looks)}: {dec.pages_used} of " \
+           f"{dec.n_max} pages ({why})"

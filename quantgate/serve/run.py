@@ -9,14 +9,15 @@ import math
 import os
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Protocol
 
 from quantgate.errors import InputError, ServerError
 from quantgate.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.fingerprint import weights_fingerprint
 from quantgate.modeldir import check_model_dir
-from quantgate.records import RequestRecord, RunManifest, ServerLayout, parse_record
+from quantgate.records import RequestRecord, RunManifest, SequentialStop, ServerLayout, parse_record
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
 from quantgate.serve.server import SharedServer, log_tail
@@ -25,6 +26,16 @@ from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 REQUESTS = "requests.jsonl"
 RUN = "run.json"
 DEFAULT_MAX_TOKENS = 1024
+
+
+class PageBatches(Protocol):
+    """One level served in batches (a sequential accuracy pass, ``quantgate.study.sequential``)."""
+
+    record: SequentialStop | None  # what run.json records about the pass so far
+
+    def next(self) -> list[str] | None:
+        """The page ids (in serving order) to have served once the next batch is done, or None when finished;
+        called again after each batch, its records appended."""
 
 
 def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
@@ -52,9 +63,10 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
                   concurrency: list[int] = (1,), max_tokens: int = DEFAULT_MAX_TOKENS, prompt: str | None = None,
                   slo_s: float = 10.0, timeout_s: float = 600.0, limit: int | None = None, overwrite: bool = False,
                   ignore_eos: bool = False, waves: float | None = None,
-                  on_level: Callable[[int, int], Callable[[RequestRecord], None]] | None = None,
+                  on_level: Callable[[int, int | None], Callable[[RequestRecord], None]] | None = None,
                   level_done: Callable[[int], None] | None = None, server: SharedServer | None = None,
                   record_root: Path | None = None, layout: ServerLayout | None = None,
+                  batches: dict[int, PageBatches] | None = None,
                   log: Callable[[str], None] = print) -> RunManifest:
     """Send every page of ``split`` at each concurrency level; records are appended as requests finish.
 
@@ -64,7 +76,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     here, only when something is left to send, and stopped at the end. ``record_root``: run.json
     records the variant and page-set paths relative to it when they lie inside it (a study passes its
     folder; see ``fileio.recorded_path``). ``layout``: how a study placed this server, recorded when a
-    server is started here (a resumed run with nothing to send keeps the layout it was served with)."""
+    server is started here (a resumed run with nothing to send keeps the layout it was served with). ``batches``: levels
+    served batch by batch instead of all pages at once (``PageBatches``; ``on_level`` then gets None for the count)."""
     from quantgate.heldout import load_pageset
     from quantgate.records import DEFAULT_PROMPT
 
@@ -104,39 +117,92 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     _set_numerics(manifest, backend, variant)
     records = load_records(out)
     done = {(r.page_id, r.concurrency) for r in records if r.error is None}  # failed ones are re-sent
-    todo = {c: [p for p in level_pages(pages, c, waves) if (p.id, c) not in done] for c in concurrency}
+    batches = dict(batches or {})
+    unknown = sorted(set(batches) - set(concurrency))
+    if unknown:
+        raise InputError(f"batches for concurrency {unknown}, which is not among the levels {list(concurrency)}")
+    by_id = {p.id: p for p in pages}
+    todo = {c: [p for p in level_pages(pages, c, waves) if (p.id, c) not in done] for c in concurrency if c not in batches}
     session = uuid.uuid4().hex[:12]
+    manifest.sequential = None
 
     def loader(page):
         return lambda: ps.image_bytes(page)
 
-    if any(todo.values()):
-        with nullcontext(server) if server is not None else SharedServer(backend, variant, out / "server.log", log) as srv:
-            ep = srv.endpoint()
-            server = ep.server
-            if server is not None:
-                manifest.server_command = server.command
-                manifest.layout = layout
-            spec = RequestSpec(base_url=ep.base_url, model=ep.model, prompt=prompt, max_tokens=max_tokens,
-                               timeout_s=timeout_s, api_key=ep.api_key,
-                               extra_body={"ignore_eos": True} if ignore_eos else None)
-            for c in concurrency:
-                if not todo[c]:
-                    continue
-                cb = on_level(c, len(todo[c])) if on_level else None
-                new = asyncio.run(run_level(spec, [(p.id, loader(p)) for p in todo[c]], c, out / REQUESTS, session,
-                                            on_done=cb))
-                retried = {(r.page_id, r.concurrency) for r in new}
-                records = [r for r in records if (r.page_id, r.concurrency) not in retried] + new
-                if server is not None and not server.alive():
-                    raise ServerError(f"{server.name} died during the run; log {server.log_path} ends with:\n"
-                                      f"{log_tail(server.log_path)}")
-                _read_server_log(manifest, backend, server)
-                _set_numerics(manifest, backend, variant)  # vLLM: from the kernels this start's log names
-                _finish(manifest, records, concurrency, out)
-                if level_done:
-                    level_done(c)
+    with ExitStack() as stack:
+        conn: dict = {}
+
+        def request_spec() -> RequestSpec:
+            # the server starts only when a level has something to send (a resumed study may have nothing)
+            if not conn:
+                srv = server if server is not None else stack.enter_context(
+                    SharedServer(backend, variant, out / "server.log", log))
+                ep = srv.endpoint()
+                conn["server"] = ep.server
+                if ep.server is not None:
+                    manifest.server_command = ep.server.command
+                    manifest.layout = layout
+                conn["spec"] = RequestSpec(base_url=ep.base_url, model=ep.model, prompt=prompt, max_tokens=max_tokens,
+                                           timeout_s=timeout_s, api_key=ep.api_key,
+                                           extra_body={"ignore_eos": True} if ignore_eos else None)
+            return conn["spec"]
+
+        def send(c: int, pending: list, cb, warmup: bool = True, batch: int | None = None) -> None:
+            nonlocal records
+            # each batch its own session id: the level's speed (level_stats) then leaves out the looks between them
+            new = asyncio.run(run_level(request_spec(), [(p.id, loader(p)) for p in pending], c, out / REQUESTS,
+                                        session if batch is None else f"{session}.{batch}", warmup=warmup, on_done=cb))
+            retried = {(r.page_id, r.concurrency) for r in new}
+            records = [r for r in records if (r.page_id, r.concurrency) not in retried] + new
+            srv = conn["server"]
+            if srv is not None and not srv.alive():
+                raise ServerError(f"{srv.name} died during the run; log {srv.log_path} ends with:\n"
+                                  f"{log_tail(srv.log_path)}")
+            _read_server_log(manifest, backend, srv)
+            _set_numerics(manifest, backend, variant)  # vLLM: from the kernels this start's log names
+            _finish(manifest, records, concurrency, out)
+
+        for c in concurrency:
+            if c in batches:
+                def served(c=c) -> set[str]:
+                    return {r.page_id for r in records if r.concurrency == c and r.error is None}
+
+                if _serve_batches(c, batches[c], by_id, served, request_spec, send, on_level, manifest):
+                    if level_done:
+                        level_done(c)
+                continue
+            if not todo[c]:
+                continue
+            request_spec()  # a server start is its own stage, not part of the level's
+            send(c, todo[c], on_level(c, len(todo[c])) if on_level else None)
+            if level_done:
+                level_done(c)
     return _finish(manifest, records, concurrency, out)
+
+
+def _serve_batches(c: int, batches: PageBatches, by_id: dict, done, prepare, send, on_level,
+                   manifest: RunManifest) -> bool:
+    """One level served batch by batch: ``batches.next()`` names the pages to have served by the end of the next
+    batch (or None: the level is finished); after each, its ``record`` goes into run.json. Whether any page was
+    sent."""
+    cb, sent, n = None, False, 0
+    while True:
+        ids = batches.next()
+        manifest.sequential = batches.record
+        if ids is None:
+            return sent
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise InputError(f"batch pages {unknown[:5]} are not pages of the split being served")
+        have = done()
+        pending = [by_id[i] for i in ids if i not in have]
+        if not pending:
+            raise RuntimeError(f"concurrency {c}: the next batch names only pages already served; it would never end")
+        if not sent:
+            prepare()  # the server, started before the level's stage opens
+            cb = on_level(c, None) if on_level else None
+        send(c, pending, cb, warmup=not sent, batch=n)  # later batches find the server warm: no warm-up request
+        sent, n = True, n + 1
 
 
 # Notes an older quantgate wrote about numerics without measuring them (run.json before `numerics`);

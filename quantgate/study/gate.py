@@ -63,7 +63,9 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[s
     _rehash(rep, st, out, where)
     if not rep.complete:
         raise _Invalid(f"{where}: the study is incomplete: rerun `quantgate study` to finish it")
-    pages, lm = _remake(rep, st, out, where)
+    decisions: dict = {}
+    pages, lm = _remake(rep, st, out, where, decisions)
+    _same_sequential(rep, decisions, where)
     for row in pages:
         if row["margin"] != rep.inputs.margins[row["metric"]]:
             raise _Invalid(f"{where}: the {row['metric']} margin is {row['margin']:g} now but "
@@ -198,7 +200,7 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
 
 
-def _remake(rep, st, out: Path, where: str) -> tuple[list[dict], list[dict] | None]:
+def _remake(rep, st, out: Path, where: str, decisions: dict) -> tuple[list[dict], list[dict] | None]:
     """Every verdict again, from the hashed files only, with the judged pages bound to the page set."""
     import json
 
@@ -223,7 +225,41 @@ def _remake(rep, st, out: Path, where: str) -> tuple[list[dict], list[dict] | No
                            f"{stray[:5]}")
         return rows
 
-    return study_verdicts(st, out, read)
+    return study_verdicts(st, out, read, pages_file=pages_file, decisions=decisions)
+
+
+def _same_sequential(rep, decisions: dict, where: str) -> None:
+    """A sequential study: each candidate's recorded stopping point and per-metric decisions are the ones
+    its score files give (replayed look by look, as the study made them)."""
+    for v in rep.variants:
+        want = decisions.get(v.name)
+        have = v.sequential
+        if (want is None) != (have is None):
+            raise _Invalid(f"{where}: variants.{v.name}.sequential is "
+                           + ("missing" if have is None else "present") + " but the study is "
+                           + ("sequential" if want is not None else "not sequential for it")
+                           + "; summary.json was edited or belongs to another study")
+        if want is not None:
+            diff = _first_difference(have.model_dump(), want.model_dump())
+            if diff:
+                raise _Invalid(f"{where}: variants.{v.name}.sequential.{diff[0]} is {diff[1]!r} in summary.json but "
+                               f"{diff[2]!r} from the study's files; summary.json was edited or belongs to other files")
+
+
+def _first_difference(a, b, path: str = ""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            d = _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            d = _first_difference(x, y, f"{path}[{i}]")
+            if d:
+                return d
+        return None
+    return None if _equal(a, b) else (path, a, b)
 
 
 def _same(stored, remade: list[dict], key, where: str, field: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from quantgate.errors import InputError
 from quantgate.fileio import atomic_write_json
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
-from quantgate.study.timings import Clock
+from quantgate.study.timings import Clock, time_budget
 from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
 
@@ -76,6 +77,8 @@ class _Ctx:
     lm: LmEvalPlan | None
     n_pages: int  # pages each level sends
     backend: Any  # the study's backend block, its compile cache resolved (with_compile_cache)
+    ps: Any = None  # the page set
+    plan: Any = None  # a sequential study's Plan (quantgate.study.sequential)
 
 
 def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
@@ -86,6 +89,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     from quantgate.reports import build_report, write_reports
     from quantgate.scoring import load_predictions, parse_metric_list, score_pages, write_scores
 
+    t_start = time.time()
     console = console or (console_for(log) if log else Console())
     study_path = Path(study_path)
     st = load_study(study_path)  # every field and number checked before any page, weight or server
@@ -93,15 +97,20 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     out = study_output(study_path, out, st)
     with study_lock(out):
         atomic_write_json(out / "study.json", st.model_dump())
-        clock = Clock(out, console)
+        clock = Clock(out, console, start=t_start)
         pages_dir = _pages(st, base, out, clock)
         ps = load_pageset(pages_dir)
+        plan = None
+        if st.sequential is not None:  # the page budget checked before anything is quantized or served
+            from quantgate.study.sequential import judged_ids, make_plan
+
+            plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit))
         variants = _quantize_all(st, resolve_path(base, st.model), pages_dir, out, clock)
         if stop_after == "quantize":
             return {}
         levels, noise_level = variant_levels(st)
         ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
-                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out))
+                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out), ps, plan)
         _serve_all(ctx, levels)
         if stop_after == "serve":
             return {}
@@ -113,7 +122,8 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
                 rdir = out / "runs" / v.name
                 for c in sorted({int(x["concurrency"]) for x in _levels(rdir)}):
                     preds = load_predictions(rdir, ps, st.split, c)
-                    rows = score_pages(ps, preds, metrics, st.split)
+                    # a sequential pass scores the pages it served; the fixed design scores a missing page as empty
+                    rows = score_pages(ps, preds, metrics, st.split, only=set(preds) if plan else None)
                     if st.limit:
                         rows = [r for r in rows if r["page_id"] in preds]
                     write_scores(out / score_file(v.name, c), rows)
@@ -125,12 +135,14 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
         # verdicts are made from the score files just written, the way the gate makes them again.
         c0 = st.concurrency[0]
         with clock.stage("report", "compare and report", unit=None):
-            verdicts, lm_verdicts = study_verdicts(st, out)
+            decisions: dict = {}
+            verdicts, lm_verdicts = study_verdicts(st, out, pages_file=judged_pages(pages_dir, out), decisions=decisions)
             lm = {"verdicts": lm_verdicts, "runs": lmeval_runs(st, out)} if st.lm_eval else None
             inputs = verdict_inputs(st, out, judged_pages(pages_dir, out))
             worst = worst_pages(st, ps, out, scores, c0)
             report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst,
-                                  lm_eval=lm, inputs=inputs)
+                                  lm_eval=lm, inputs=inputs, sequential=decisions or None,
+                                  time_budget=time_budget(st, out, clock))
             write_reports(report, out)
         return report
 
@@ -188,7 +200,10 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
 
     def server_for(i: int, v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
-            beside = " (with the others)" if at_once else " (beside the previous variant's lm-eval)"
+            if at_once:
+                beside = " (with the others)"
+            else:
+                beside = " (beside the previous variant's lm-eval)" if ctx.lm is not None else " (begun in the background)"
             label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
@@ -200,17 +215,19 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
                             layout=layout)
 
     servers = {v.name: server_for(i, v) for i, v in enumerate(st.variants)}
+    # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
+    order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
     with ExitStack() as stack:
         for server in servers.values():
             stack.enter_context(server)  # every server is stopped on the way out, whatever happens
         if at_once:
-            for v in st.variants:
+            for v in order:
                 if _needs_server(ctx, v, levels[v.name]):
                     servers[v.name].prestart()
             for server in servers.values():
                 server.wait_started()  # no page is timed while another server compiles
-        for i, v in enumerate(st.variants):
-            nxt = st.variants[i + 1] if i + 1 < len(st.variants) else None
+        for i, v in enumerate(order):
+            nxt = order[i + 1] if i + 1 < len(order) else None
             prestart = servers[nxt.name].prestart if nxt and _needs_server(ctx, nxt, levels[nxt.name]) else None
             _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
             servers[v.name].close()
@@ -224,7 +241,15 @@ def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:
     run = ctx.out / "runs" / v.name / "run.json"
     if not run.is_file():
         return True
-    have = {lv["concurrency"]: lv for lv in json.loads(run.read_text("utf-8")).get("levels", [])}
+    man = json.loads(run.read_text("utf-8"))
+    have = {lv["concurrency"]: lv for lv in man.get("levels", [])}
+    c0 = ctx.st.concurrency[0]
+    if ctx.plan is not None and c0 in have:
+        seq = man.get("sequential") or {}
+        finished = seq.get("stop") if v.name != ctx.st.baseline else have[c0]["n_requests"] >= ctx.plan.n_max
+        if not finished:
+            return True
+        levels = [c for c in levels if c != c0]
     return any(c not in have or have[c]["n_requests"] < ctx.n_pages or have[c]["n_errors"] for c in levels)
 
 
@@ -233,14 +258,17 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
     use: not at all when everything is recorded). ``prestart_next`` starts the next variant's server
     once the page runs are done."""
     from quantgate.serve import serve_variant
+    from quantgate.study.sequential import accuracy_pass
 
     st, clock, vdir = ctx.st, ctx.clock, ctx.variants[v.name]
     rdir = ctx.out / "runs" / v.name
     noise = variant_levels(st)[1]
     stages = ExitStack()
 
-    def on_level(c: int, n: int):
+    def on_level(c: int, n: int | None):
         what = " (noise run)" if v.name == st.baseline and c == noise else ""
+        if ctx.plan is not None and c == st.concurrency[0]:
+            what = " (sequential)" if v.name != st.baseline else " (sequential page budget)"
         stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
                                                  variant=v.name, concurrency=c))
         return lambda rec: stage.advance()
@@ -249,7 +277,9 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
         serve_variant(vdir, ctx.pages_dir, server.backend, rdir, split=st.split, concurrency=levels,
                       max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
                       limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
-                      server=server, record_root=ctx.out, layout=server.layout, log=clock.console.detail)
+                      server=server, record_root=ctx.out, layout=server.layout, log=clock.console.detail,
+                      batches=None if ctx.plan is None else {st.concurrency[0]: accuracy_pass(
+                          st, ctx.plan, ctx.ps, ctx.out, v.name, variant_levels(st)[1], clock.console.detail)})
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name

@@ -84,6 +84,27 @@ class LmEvalSpec(_S):
         return self
 
 
+class SequentialSpec(_S):
+    """``sequential:``: serve the accuracy pass in a seeded random order, in batches, and stop a candidate
+    once every verdict is decisive (``quantgate.scoring.sequential``; docs/statistics.md, "Sequential
+    verdicts in a study"). Give ``looks`` (equally spaced) or ``step`` (pages between looks), not both."""
+
+    looks: PositiveInt | None = None  # equally spaced looks over the page budget (4: every 25%); default 4
+    step: PositiveInt | None = None  # or: a look every `step` pages
+    first_look: PositiveInt | None = None  # no look before this many pages (default 60; never below min_pages)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    page_budget: PositiveInt | None = None  # pages at most per candidate (default: every judged page)
+    order_seed: NonNegativeInt | None = None  # the serving order's seed (default: the study's seed)
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.looks is not None and self.step is not None:
+            raise ValueError("give 'looks' (equally spaced looks) or 'step' (pages between looks), not both")
+        if self.looks is None and self.step is None:
+            self.looks = 4
+        return self
+
+
 class Study(_S):
     schema_version: Annotated[Literal[1], _Num] = 1
     name: str
@@ -112,6 +133,7 @@ class Study(_S):
     test: Literal["non_inferiority", "equivalence", "exact"] = "non_inferiority"
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
+    sequential: SequentialSpec | None = None  # off by default: every page is served (the fixed design)
     # all_at_once: every variant's server is started together (their compiles overlap), then the variants'
     # pages are served one after another with the others idle (quantgate.study.run._serve_all)
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
@@ -124,6 +146,9 @@ class Study(_S):
             raise ValueError(f"variant names must be unique: {names}")
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants {names}")
+        if self.sequential is not None and self.test == "exact":
+            raise ValueError("sequential: the exact test compares every page's text and has no looks; use test "
+                             "non_inferiority or equivalence with sequential, or remove the sequential block")
         return self
 
 
@@ -184,6 +209,12 @@ def check_statistics(st: Study, where: str) -> None:
                    "min_pages": " (a paired interval needs two pages; the calibrated minimum is "
                                 f"{MIN_PAGES})"}.get(name, "")
             raise InputError(f"{where}: field '{name}': {value} must be an integer >= {least}{why}")
+
+
+def effective_margins(st: Study) -> dict[str, float]:
+    from quantgate.scoring import get_metric
+
+    return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
 
 
 def resolve_path(base: Path, p: str) -> Path:

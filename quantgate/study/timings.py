@@ -14,7 +14,7 @@ from typing import Literal
 
 from quantgate.console import Console, Stage
 from quantgate.fileio import append_jsonl
-from quantgate.records import Record
+from quantgate.records import BudgetRow, Record, TimeBudget
 
 TIMINGS = "timings.jsonl"
 StageName = Literal["pages", "quantize", "server_start", "pages_run", "lmeval", "score", "report"]
@@ -36,17 +36,86 @@ class StageTiming(Record):
 class Clock:
     """Times stages into ``timings.jsonl`` and shows each as one console stage."""
 
-    def __init__(self, out: Path, console: Console):
+    def __init__(self, out: Path, console: Console, start: float | None = None):
         self.path, self.console = Path(out) / TIMINGS, console
         self.session = uuid.uuid4().hex[:12]
+        self.start = time.time() if start is None else start  # unix time this run of the study began
+        self.open: dict[int, tuple[str, str | None, float]] = {}  # stages under way: (stage, variant, unix start)
 
     @contextmanager
     def stage(self, stage: StageName, label: str, total: int | None = None, unit: str | None = "page", *,
               variant: str | None = None, concurrency: int | None = None, background: bool = False) -> Iterator[Stage]:
         t0, m0 = time.time(), time.monotonic()
-        with self.console.stage(label, total, unit) as s:
-            yield s
+        key = id(object())
+        self.open[key] = (stage, variant, t0)
+        try:
+            with self.console.stage(label, total, unit) as s:
+                yield s
+        finally:
+            self.open.pop(key, None)
         rec = StageTiming(session=self.session, stage=stage, variant=variant, concurrency=concurrency,
                           count=s.n if s.n else None, reused=s.reused, background=background, start=round(t0, 3),
                           wall_s=round(time.monotonic() - m0, 3))
         append_jsonl(self.path, rec.model_dump(exclude_none=True))
+
+
+def _union_s(spans: list[tuple[float, float]]) -> float:
+    """Length of the union of intervals: time with at least one of them under way."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def time_budget(st, out: Path, clock: Clock, now: float | None = None) -> TimeBudget:
+    """This run's wall time split by part and variant, from its ``timings.jsonl`` lines and the stages still
+    under way (the report stage, while the report is built); generation from the request records inside each
+    page stage's window (``requests.jsonl``: each request from send, after its image was read, to its last
+    byte). Overhead: everything that is not a server start, generation or lm-eval."""
+    from quantgate.fileio import read_jsonl
+    from quantgate.records import RequestRecord
+
+    now = time.time() if now is None else now
+    out = Path(out)
+    c0 = st.concurrency[0]
+    stages = [StageTiming.model_validate(o) for _, o in read_jsonl(clock.path, repair_torn_tail=True)
+              if o.get("session") == clock.session] if clock.path.is_file() else []
+    stages += [StageTiming(session=clock.session, stage=s, variant=v, start=t0, wall_s=now - t0)
+               for s, v, t0 in clock.open.values()]
+    rows: list[BudgetRow] = []
+    background = engine = generation = lmeval = 0.0
+    requests: dict[str, list[RequestRecord]] = {}
+    fore = [(t.start, t.start + t.wall_s) for t in stages if not t.background]
+    for t in stages:
+        if t.background:
+            # a server started beside another stage: only the part nothing else ran beside is wall time of its own
+            span = (t.start, t.start + t.wall_s)
+            overlap = _union_s(fore + [span]) - _union_s(fore)
+            exposed = round(max(0.0, overlap), 3)
+            background += t.wall_s - exposed
+            if exposed > 0:
+                rows.append(BudgetRow(part="server_start", variant=t.variant, wall_s=exposed, background=True))
+                engine += exposed
+            continue
+        part = t.stage if t.stage != "pages_run" else "accuracy" if t.concurrency == c0 else "speed"
+        row = BudgetRow(part=part, variant=t.variant, wall_s=t.wall_s, reused=t.reused)
+        if t.stage == "pages_run" and t.variant:
+            if t.variant not in requests:
+                path = out / "runs" / t.variant / "requests.jsonl"
+                requests[t.variant] = [RequestRecord.model_validate(o) for _, o in
+                                       read_jsonl(path, repair_torn_tail=True)] if path.is_file() else []
+            inside = [(r.start, r.end) for r in requests[t.variant] if r.concurrency == t.concurrency
+                      and r.start >= t.start - 1e-3 and r.end <= t.start + t.wall_s + 1e-3]
+            row.generation_s, row.requests = round(_union_s(inside), 3), len(inside)
+            generation += row.generation_s
+        engine += t.wall_s if t.stage == "server_start" else 0.0
+        lmeval += t.wall_s if t.stage == "lmeval" else 0.0
+        rows.append(row)
+    wall = max(now - clock.start, 1e-9)
+    rows.append(BudgetRow(part="other", wall_s=round(wall - sum(r.wall_s for r in rows), 3)))
+    overhead = wall - engine - generation - lmeval
+    return TimeBudget(session=clock.session, wall_s=round(wall, 3), rows=rows, background_s=round(background, 3),
+                      engine_start_s=round(engine, 3), generation_s=round(generation, 3), lmeval_s=round(lmeval, 3),
+                      overhead_s=round(overhead, 3), overhead_share=overhead / wall)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.fileio import sha256_file
-from quantgate.study.spec import Study
+from quantgate.study.spec import Study, effective_margins
 
 SCORES = "scores"
 
@@ -36,14 +36,19 @@ def used_score_files(st: Study) -> list[str]:
     return files + ([score_file(st.baseline, noise)] if noise else [])
 
 
-def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]]) -> list[dict]:
+def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]], pages_file: Path | None = None,
+                  decisions: dict | None = None) -> list[dict]:
     """One row per candidate × metric (variant first, then every ``Verdict`` field). ``read`` maps a
-    score file's study-relative path to its rows (``scoring.read_scores``)."""
+    score file's study-relative path to its rows (``scoring.read_scores``). A sequential study
+    (``study.sequential``) needs the judged ``pages_file`` (the serving order is made from it) and puts
+    each candidate's ``SequentialDecision`` into ``decisions``."""
     from quantgate.scoring import compare_scores
 
     c0, noise_level = levels(st)
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
+    if st.sequential is not None:
+        return _sequential_verdicts(st, read, base, noise, pages_file, decisions)
     rows = []
     for v in st.variants:
         if v.name == st.baseline:
@@ -59,6 +64,29 @@ def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]]) -> list[dic
     return rows
 
 
+def _sequential_verdicts(st, read, base, noise, pages_file, decisions) -> list[dict]:
+    from quantgate.study.sequential import judged_ids, make_plan, replay, verdict_rows
+
+    if pages_file is None:
+        raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
+    plan = make_plan(st, judged_ids(pages_file, st.split, st.limit))
+    c0 = levels(st)[0]
+    rows = []
+    for v in st.variants:
+        if v.name == st.baseline:
+            continue
+        cand = read(score_file(v.name, c0))
+        dec, nxt = replay(st, plan, base, cand, noise)
+        if nxt is not None:
+            raise InputError(f"{score_file(v.name, c0)}: the sequential pass of {v.name} is unfinished ("
+                             + ("no look made yet" if dec is None else f"look {dec.look} of {len(plan.looks)} made, "
+                                f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
+        if decisions is not None:
+            decisions[v.name] = dec
+        rows += verdict_rows(st, plan, dec, v.name, base, cand, noise)
+    return rows
+
+
 def adjust_family(rows: list[dict]) -> list[dict]:
     """``p_regression_holm`` over every verdict of the study (page and lm-eval ones together)."""
     from quantgate.scoring.stats import holm
@@ -67,23 +95,19 @@ def adjust_family(rows: list[dict]) -> list[dict]:
     return [{**r, "p_regression_holm": a} for r, a in zip(rows, adj, strict=True)]
 
 
-def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] | None = None
+def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] | None = None,
+                   pages_file: Path | None = None, decisions: dict | None = None
                    ) -> tuple[list[dict], list[dict] | None]:
-    """(page verdict rows, lm-eval verdict rows or None), family-adjusted."""
+    """(page verdict rows, lm-eval verdict rows or None), family-adjusted. ``pages_file``, ``decisions``:
+    for a sequential study (``page_verdicts``)."""
     from quantgate.scoring.scores import read_scores
     from quantgate.study.lmeval import lmeval_verdicts
 
     read = read or (lambda rel: read_scores(Path(out) / rel))
-    pages = page_verdicts(st, read)
+    pages = page_verdicts(st, read, pages_file, decisions)
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
     family = adjust_family(pages + lm)
     return family[: len(pages)], (family[len(pages):] if st.lm_eval else None)
-
-
-def effective_margins(st: Study) -> dict[str, float]:
-    from quantgate.scoring import get_metric
-
-    return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
 
 
 def relative_inside(path: Path, out: Path) -> str | None:

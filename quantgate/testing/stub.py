@@ -3,6 +3,11 @@ overhead (benchmarks/client_overhead.py) and for injecting faults in tests (hang
 malformed chunks, non-OpenAI JSON). Not a backend: it never looks at the image.
 
     python -m quantgate.testing.stub --port 8011 [--fault hang|500|badchunk|notopenai] [--every 3]
+    python -m quantgate.testing.stub --port 8011 --answers PAGES [--corrupt 0.5] [--delay 0.05]
+
+``--answers``: a page set; each request is answered with the ground truth of the page whose image it
+carries (by sha256 of the image bytes), and ``--corrupt`` of the pages (chosen by a hash of the page)
+lose the second half of their words — a stand-in "candidate" with a known regression, for study tests.
 """
 
 from __future__ import annotations
@@ -21,7 +26,38 @@ def _fake_ids(body: dict, n: int) -> list[int]:
     return [seed[i % len(seed)] * 7 + i for i in range(n)]
 
 
-def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nhello world"):
+def _page_answers(pages_dir: str, corrupt: float) -> dict[str, str]:
+    """sha256 of a page's image bytes -> the text to answer it with."""
+    import hashlib
+
+    from quantgate.heldout import load_pageset
+
+    ps = load_pageset(pages_dir)
+    out = {}
+    for p in ps.pages:
+        truth = ps.truth_text(p) or ""
+        u = int(hashlib.sha256(f"corrupt:{p.id}".encode()).hexdigest()[:8], 16) / 2**32
+        if u < corrupt:
+            words = truth.split(" ")
+            truth = " ".join(words[: max(1, len(words) // 2)])
+        out[hashlib.sha256(ps.image_bytes(p)).hexdigest()] = truth
+    return out
+
+
+def _image_sha(body: dict) -> str | None:
+    import base64
+    import hashlib
+
+    for m in body.get("messages") or []:
+        for part in m.get("content") if isinstance(m.get("content"), list) else []:
+            url = (part.get("image_url") or {}).get("url", "") if isinstance(part, dict) else ""
+            if url.startswith("data:") and "," in url:
+                return hashlib.sha256(base64.b64decode(url.split(",", 1)[1])).hexdigest()
+    return None
+
+
+def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nhello world",
+             answers: dict[str, str] | None = None, delay: float = 0.0):
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -41,7 +77,10 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
             return JSONResponse({"error": {"message": "injected failure"}}, status_code=500)
         if hit and fault == "notopenai":
             return JSONResponse({"result": "I am not an OpenAI server"})
-        words = text.split(" ")
+        if delay:
+            await asyncio.sleep(delay)
+        reply = answers.get(_image_sha(body), text) if answers else text
+        words = reply.split(" ")
         if body.get("ignore_eos"):  # like vLLM: exactly max_tokens tokens, then finish_reason "length"
             words = ["w"] * int(body.get("max_tokens") or 16)
         finish = "length" if body.get("ignore_eos") else "stop"
@@ -57,7 +96,7 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
             yield "data: [DONE]\n\n"
 
         if not body.get("stream"):
-            choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}
+            choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": reply}}
             if body.get("return_token_ids"):  # like vLLM: the generated ids, here a function of the request only
                 choice["token_ids"] = _fake_ids(body, len(words))
             return JSONResponse({"object": "chat.completion", "choices": [choice],
@@ -75,8 +114,13 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--fault", choices=["hang", "500", "badchunk", "notopenai"])
     ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--answers", help="a page set: answer each page with its ground truth")
+    ap.add_argument("--corrupt", type=float, default=0.0, help="with --answers: the share of pages answered badly")
+    ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     a = ap.parse_args()
-    uvicorn.run(make_app(a.fault, a.every), host=a.host, port=a.port, log_level="warning", access_log=False)
+    answers = _page_answers(a.answers, a.corrupt) if a.answers else None
+    uvicorn.run(make_app(a.fault, a.every, answers=answers, delay=a.delay), host=a.host, port=a.port,
+                log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":
