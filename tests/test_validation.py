@@ -92,6 +92,7 @@ BACKEND_FLAGS = {  # serve and lmeval both take them
     "--max-model-len": ints(1),
     "--gpu-memory-utilization": floats(0, 1),
     "--startup-timeout-s": floats(0),
+    "--threads": ints(1),  # transformers only: with --backend vllm a valid value is refused for the backend instead
 }
 for _verb in ("serve", "lmeval"):
     FLAGS.update({(_verb, f): rule for f, rule in BACKEND_FLAGS.items()})
