@@ -101,7 +101,7 @@ def main() -> None:
                   "sequential": seq_block},
         "candidate_accuracy_pages": total, "pages_saved_share": round(1 - total["sequential"] / total["fixed"], 4),
         "same_verdicts": all(same.values()), "verdict_agreement": same,
-        "fixed_wall_s": fixed["wall_s"], "sequential_wall_s": seq["wall_s"],
+        "fixed_wall_s": fixed["wall_s"], "sequential_stopping_wall_s": seq["wall_s"],
         "fixed": fixed, "sequential": seq,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
