@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -118,7 +119,8 @@ def main() -> None:
         qg("pages", "synth", "--profile", "reader", "--n", 60, "--seed", 7, "--calibration-fraction", 0.4, "-o", pages)
     mm = model_modules(READER)
     runs = [r for r in json.loads(a.source.read_text())["modelopt"] if r.get("ok")]
-    result: dict = {"source": str(a.source.relative_to(ROOT)), "modelopt_runs": [], "approximations": list(WHY_FORMAT.values()) + [
+    result: dict = {"command": "PYTHONPATH=. .venv/bin/python benchmarks/modelopt_choice.py",
+                    "source": str(a.source.relative_to(ROOT)), "modelopt_runs": [], "approximations": list(WHY_FORMAT.values()) + [
         "fused siblings (q/k/v, gate/up, in_proj_qkv+z, in_proj_a+b) take the format ModelOpt chose for the group",
         "Gated DeltaNet conv1d (nn.Conv1d) stays BF16: quantgate quantizes Linear weights only",
         "quantgate's own recommendation uses its sensitivity file's `fp8` (FP8_DYNAMIC: per-channel weights, "
@@ -162,14 +164,16 @@ def main() -> None:
                 "noise_concurrency": 2, "limit": 30, "max_tokens": 48, "metrics": METRICS, "margins": MARGINS,
                 "seed": 0, "resamples": 10000}
         (a.work / "study.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        shutil.rmtree(a.work / "study", ignore_errors=True)  # from scratch: the recorded wall time is the whole study
         _, timing = qg("study", a.work / "study.yaml", "-o", a.work / "study")
         s = json.loads((a.work / "study" / "summary.json").read_text())
         sizes = {v["name"]: v["weights_bytes"] for v in s["variants"]}
         verdicts: dict[str, dict] = {}
         for v in s["verdicts"]:
             verdicts.setdefault(v["variant"], {})[v["metric"]] = {
-                "verdict": v["verdict"], "delta": v["delta"], "ci90": [v["ci_low"], v["ci_high"]], "margin": v["margin"],
-                "baseline_mean": v["baseline_mean"], "candidate_mean": v["candidate_mean"], "n": v["n"]}
+                "verdict": v["verdict"], "reason": v.get("reason"), "delta": v["delta"], "ci90": [v["ci_low"], v["ci_high"]], "margin": v["margin"],
+                "baseline_mean": v["baseline_mean"], "candidate_mean": v["candidate_mean"], "n": v["n"],
+                "pages_changed": v.get("pages_changed"), "pages_compared": v.get("pages_compared")}
         for entry in [*result["modelopt_runs"], result["quantgate_recommend"]]:
             entry["weights_bytes"] = sizes[entry["variant"]]
             entry["verdicts"] = verdicts[entry["variant"]]
@@ -178,7 +182,7 @@ def main() -> None:
                            "--calibration-fraction 0.4 (held-out split judged, limit 30)", "timing": timing,
                            "compare_level": s["compare_level"], "bf16_weights_bytes": sizes["bf16"]}
         rows = [{"variant": e["variant"], "MB": e["weights_bytes"] / 1e6, "bits(nominal)": e["nominal_bits_decoder_linear"],
-                 **{f"{m}": f"{d['verdict']} Δ{d['delta']:+.4f} [{d['ci90'][0]:+.4f},{d['ci90'][1]:+.4f}] n={d['n']}"
+                 **{f"{m}": f"{d['verdict']} Δ{d['delta']:+.4f} [{d['ci90'][0]:+.4f},{d['ci90'][1]:+.4f}] n={d['n']} changed={d['pages_changed']}"
                     for m, d in e["verdicts"].items()}}
                 for e in [*result["modelopt_runs"], result["quantgate_recommend"]]]
         with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60):
