@@ -264,7 +264,7 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
                                                                   _window(study_dir / "runs" / v))}
         rows.append(row)
     return {"schema_version": SCHEMA_VERSION, "kind": "quantgate.serving_options", "study": study["name"],
-            "study_dir": str(study_dir), "baseline": study["baseline"], "levels": levels,
+            "study_dir": study_dir.name, "baseline": study["baseline"], "levels": levels,  # a name: results move
             "max_tokens": study.get("max_tokens"), "pages_limit": study.get("limit"),
             "complete": bool(summary and summary.get("complete")), "session": session, "rows": rows}
 

@@ -245,6 +245,8 @@ class RunManifest(Record):
     variant_fingerprint: str | None = None  # sha256 over the variant's weight files: a rebuilt variant is re-served
     backend: str
     server_command: list[str] | None = None
+    server_args: list[str] | None = None  # the backend's extra server flags (a variant's server_args included)
+    server_env: dict[str, str] | None = None  # a study variant's server_env
     server_version: str | None = None
     kernels: dict[str, str] = Field(default_factory=dict)
     engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)

@@ -282,3 +282,52 @@ def test_equivalence_sequential_study_and_its_gate(pages, tmp_path):
     assert {r["test"] for r in rep["verdicts"]} == {"equivalence"}
     assert {r["verdict"] for r in rep["verdicts"] if r["variant"] == "bad"} <= {"regression", "not_equivalent"}
     assert gate(tmp_path / "out")[0] == REGRESSION
+
+
+def _write_records(run_dir: Path, recs: list[dict]) -> None:
+    from quantgate.fileio import append_jsonl
+    from quantgate.records import RequestRecord
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for r in recs:
+        append_jsonl(run_dir / "requests.jsonl", RequestRecord(concurrency=1, **r).model_dump())
+
+
+def test_the_baseline_pass_sends_a_failing_page_once_per_run(tmp_path):
+    """A page that fails every time (an unreadable image, a prompt past max_model_len) ended the fixed design's
+    level after one attempt but kept the sequential baseline's pass re-sending it without end. Now: once per run;
+    a new run (a resume) sends it again."""
+    from quantgate.study.sequential import FixedPass
+
+    run_dir = tmp_path / "runs" / "bf16"
+    _write_records(run_dir, [{"page_id": "a", "output": "x", "start": 1, "end": 2}])
+    fixed = FixedPass(["a", "b"], run_dir, 1)
+    assert fixed.next() == ["a", "b"]
+    _write_records(run_dir, [{"page_id": "b", "error": "HTTP 400", "start": 3, "end": 4}])
+    assert fixed.next() is None
+    assert FixedPass(["a", "b"], run_dir, 1).next() == ["a", "b"]  # the next run tries it again
+    _write_records(run_dir, [{"page_id": "b", "output": "y", "start": 5, "end": 6}])
+    assert FixedPass(["a", "b"], run_dir, 1).next() is None
+
+
+def test_server_starts_that_overlap_each_other_count_once(tmp_path):
+    """servers: all_at_once: three starts over the same 100 s, then 10 s of pages. Each background start was
+    measured only against foreground stages, so the three counted 300 s of a 110 s run (overhead -173%)."""
+    from quantgate.console import Console
+    from quantgate.fileio import append_jsonl
+    from quantgate.study.timings import Clock, StageTiming, time_budget
+
+    clock = Clock(tmp_path, Console(), start=1000.0)
+    for v in ("a", "b", "c"):
+        append_jsonl(clock.path, StageTiming(session=clock.session, stage="server_start", variant=v, background=True,
+                                             start=1000.0, wall_s=100.0).model_dump())
+    append_jsonl(clock.path, StageTiming(session=clock.session, stage="pages_run", variant="a", concurrency=1,
+                                         start=1100.0, wall_s=10.0).model_dump())
+
+    class _St:
+        concurrency = [1]
+
+    b = time_budget(_St(), tmp_path, clock, now=1110.0)
+    assert b.wall_s == 110.0 and b.engine_start_s == 100.0 and b.overhead_s >= 0
+    assert sum(r.wall_s for r in b.rows) == pytest.approx(b.wall_s) and all(r.wall_s >= 0 for r in b.rows)
+    assert b.background_s == 200.0

@@ -130,3 +130,49 @@ def test_all_at_once_with_a_gpu_per_variant_needs_no_memory_split(tmp_path):
     st = load_study(_study(tmp_path, servers="all_at_once", gpus=[0, 1, 2],
                            backend={"name": "vllm", "vllm_cmd": FAKE_VLLM}))
     assert st.servers == "all_at_once" and st.gpus == [0, 1, 2]
+
+
+def test_a_run_served_with_other_server_flags_or_env_is_not_resumed(tmp_path, fake_quantize):
+    """A rerun whose variant gained --kv-cache-dtype fp8 (or a server_env) reused every record served without
+    it: the 'FP8 KV cache' variant was judged on BF16-cache pages. The run's flags and env are now its identity."""
+    from quantgate.heldout.synth import synth_pages
+    from quantgate.records import ServerLayout
+    from quantgate.serve import serve_variant
+    from quantgate.serve.backends import make_backend
+
+    pages = tmp_path / "pages"
+    synth_pages(pages, 3, seed=5, profile="simple", calibration_fraction=0.0)
+    variant = tmp_path / "v"
+    variant.mkdir()
+    (variant / "config.json").write_text("{}")
+    (variant / "model.safetensors").write_bytes(b"\0" * 8)
+
+    def serve(extra=(), env=None, overwrite=False):
+        b = make_backend("vllm", vllm_cmd=FAKE_VLLM, compile_cache="none", startup_timeout_s=60, extra_args=list(extra))
+        layout = ServerLayout(servers="one_at_a_time", servers_in_study=1, env=env or {}) if env is not None else None
+        return serve_variant(variant, pages, b, tmp_path / "run", concurrency=[1], max_tokens=8, overwrite=overwrite,
+                             layout=layout, log=lambda s: None)
+
+    first = serve()
+    assert first.server_args == [] and first.server_env == {}
+    assert serve().server_command == first.server_command  # same flags: resumed, nothing re-sent
+    for extra, env in ((["--kv-cache-dtype", "fp8"], None), ((), {"VLLM_BATCH_INVARIANT": "1"})):
+        with pytest.raises(InputError, match="holds a run"):
+            serve(extra, env)
+    again = serve(["--kv-cache-dtype", "fp8"], overwrite=True)
+    assert again.server_args == ["--kv-cache-dtype", "fp8"] and again.engine.kv_cache_dtype == "fp8"
+
+
+def test_the_next_vllm_server_starts_beside_the_current_one_only_when_both_fit(tmp_path):
+    from quantgate.study.run import _may_share_device
+    from quantgate.study.spec import load_study
+
+    def may(**over):
+        st = load_study(_study(tmp_path, **over))
+        return _may_share_device(st, st.backend, st.variants[0], st.variants[1])
+
+    vllm = {"name": "vllm", "vllm_cmd": FAKE_VLLM}
+    assert not may(backend=vllm)  # each takes 0.9 of the GPU by default: vLLM would refuse the second
+    assert may(backend={**vllm, "gpu_memory_utilization": 0.4})
+    assert may(backend=vllm, gpus=[0, 1]) and not may(backend=vllm, gpus=[0])
+    assert may(backend={"name": "transformers"})

@@ -100,13 +100,19 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     manifest = RunManifest(variant=shown, variant_fingerprint=fingerprint, backend=backend.name,
                            pageset=recorded_path(pageset_dir, record_root), pageset_sha256=ps_sha, split=split, prompt=prompt,
                            max_tokens=max_tokens, slo_p90_latency_s=slo_s, ignore_eos=ignore_eos, waves=waves,
-                           server_version=backend.server_version(), notes=backend.notes(variant))
+                           server_version=backend.server_version(), notes=backend.notes(variant),
+                           server_args=list(getattr(backend.options, "extra_args", [])),
+                           server_env=dict(layout.env) if layout else {})
     if (out / RUN).is_file():
         old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
         # Identity by content, not path: a moved study folder resumes instead of re-serving.
         ident = old.variant_fingerprint or old.variant
         same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens, old.ignore_eos) == \
                (fingerprint or manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens, ignore_eos)
+        # the server's own flags and environment are part of what was measured (an FP8 KV cache, a batch-invariant
+        # mode); a run.json from before they were recorded (None) is taken as it is
+        same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(manifest, k)
+                            for k in ("server_args", "server_env"))
         if not same and not overwrite:
             raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                              f"{old.max_tokens}); choose another -o, or --overwrite to discard it")

@@ -36,15 +36,26 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGTERM the server if quantgate itself dies (even by
-    SIGKILL), so a killed run leaves no orphan server holding a GPU or a port."""
+def _libc_prctl():
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
     except OSError:
-        pass
+        return None
+
+
+# Resolved here, in the parent: the child between fork and exec must not import or dlopen (several threads
+# start servers at once in a study with servers: all_at_once, and a lock held by one of them at fork would
+# never be released in the child).
+_PRCTL = _libc_prctl()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGTERM the server if quantgate itself dies (even by
+    SIGKILL), so a killed run leaves no orphan server holding a GPU or a port."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def log_tail(path: Path, n: int = 40) -> str:

@@ -228,9 +228,23 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
                 server.wait_started()  # no page is timed while another server compiles
         for i, v in enumerate(order):
             nxt = order[i + 1] if i + 1 < len(order) else None
-            prestart = servers[nxt.name].prestart if nxt and _needs_server(ctx, nxt, levels[nxt.name]) else None
+            beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
+            prestart = servers[nxt.name].prestart if beside and _needs_server(ctx, nxt, levels[nxt.name]) else None
             _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
             servers[v.name].close()
+
+
+def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec) -> bool:
+    """Whether b's server may start while a's still runs: not when both are GPU servers that each take most of
+    one GPU's memory by default (vLLM refuses to start below its memory fraction) — unless the study sets the
+    fraction, or puts them on different GPUs."""
+    if "gpu_memory_utilization" not in type(backend).model_fields or backend.gpu_memory_utilization:
+        return True
+    if st.gpus:
+        names = [v.name for v in st.variants]
+        gpu = {n: st.gpus[i % len(st.gpus)] for i, n in enumerate(names)}
+        return gpu[a.name] != gpu[b.name]
+    return False
 
 
 def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:

@@ -174,13 +174,15 @@ class SequentialPass:
         self.record: SequentialStop | None = None
         self.decision: SequentialDecision | None = None
         self._rows: dict[tuple[str, str | None], dict] = {}
+        # failures recorded before this run: not counted until re-sent once (a transient timeout must not decide a
+        # look, as the fixed design re-sends failures on resume); a failure of this run counts (no endless retry)
+        self._stale = {(r.page_id, r.end) for r in _latest(self.run_dir, level) if r.error is not None}
 
     def _cand(self) -> dict[str, dict]:
         from quantgate.scoring import score_pages
-        from quantgate.serve import load_records
 
         preds = {r.page_id: (r.output if r.error is None else None)
-                 for r in load_records(self.run_dir) if r.concurrency == self.level}
+                 for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
         new = {p: t for p, t in preds.items() if (p, t) not in self._rows}
         if new:
             for row in score_pages(self.ps, new, self.metrics, self.st.split, only=set(new)):
@@ -196,19 +198,28 @@ class SequentialPass:
         return nxt
 
 
+def _latest(run_dir: Path, level: int):
+    from quantgate.serve import load_records
+
+    return [r for r in load_records(run_dir) if r.concurrency == level]
+
+
 class FixedPass:
-    """The baseline's accuracy pass: the whole page budget, in the same order, as one batch."""
+    """The baseline's accuracy pass: the whole page budget, in the same order, as one batch — sent once per run
+    of the study, as the fixed design sends it (a page that fails is re-sent on the next run, not in a loop)."""
 
     record = None
 
     def __init__(self, ids: list[str], run_dir: Path, level: int):
         self.ids, self.run_dir, self.level = ids, Path(run_dir), level
+        self._sent = False
 
     def next(self) -> list[str] | None:
-        from quantgate.serve import load_records
-
-        have = {r.page_id for r in load_records(self.run_dir) if r.concurrency == self.level and r.error is None}
-        return None if all(i in have for i in self.ids) else self.ids
+        have = {r.page_id for r in _latest(self.run_dir, self.level) if r.error is None}
+        if self._sent or all(i in have for i in self.ids):
+            return None
+        self._sent = True
+        return self.ids
 
 
 def level_rows(st: Study, ps, run_dir: Path, level: int) -> dict[str, dict]:

@@ -40,13 +40,13 @@ class Clock:
         self.path, self.console = Path(out) / TIMINGS, console
         self.session = uuid.uuid4().hex[:12]
         self.start = time.time() if start is None else start  # unix time this run of the study began
-        self.open: dict[int, tuple[str, str | None, float]] = {}  # stages under way: (stage, variant, unix start)
+        self.open: dict[object, tuple[str, str | None, float]] = {}  # stages under way: (stage, variant, unix start)
 
     @contextmanager
     def stage(self, stage: StageName, label: str, total: int | None = None, unit: str | None = "page", *,
               variant: str | None = None, concurrency: int | None = None, background: bool = False) -> Iterator[Stage]:
         t0, m0 = time.time(), time.monotonic()
-        key = id(object())
+        key = object()  # held until the stage ends: unique while it is open (an id() of a dropped object is not)
         self.open[key] = (stage, variant, t0)
         try:
             with self.console.stage(label, total, unit) as s:
@@ -95,6 +95,7 @@ def time_budget(st, out: Path, clock: Clock, now: float | None = None) -> TimeBu
             overlap = _union_s(fore + [span]) - _union_s(fore)
             exposed = round(max(0.0, overlap), 3)
             background += t.wall_s - exposed
+            fore.append(span)  # starts that overlap each other (servers: all_at_once) count their union once
             if exposed > 0:
                 rows.append(BudgetRow(part="server_start", variant=t.variant, wall_s=exposed, background=True))
                 engine += exposed
