@@ -35,7 +35,7 @@ def budget_rows(r: Summary) -> tuple[list[dict], str]:
         return [], ""
     rows = [{"part": PART[x.part], "variant": x.variant or "–", "wall_s": f"{x.wall_s:.1f}",
              "share": f"{x.wall_s / b.wall_s:.1%}", "generation_s": "–" if x.generation_s is None else
-             f"{x.generation_s:.1f} ({x.requests} requests)", "reused": "reused" if x.reused else "started beside the previous variant (the part that ran alone)"
+             f"{x.generation_s:.1f} ({x.requests} requests)", "reused": "reused" if x.reused else "started in the background, beside other work (the part that ran alone)"
              if x.background else ""} for x in b.rows]
     text = (f"Wall time {b.wall_s:.1f} s (this run of `quantgate study`, until the report was built): server starts "
             f"{b.engine_start_s:.1f} s ({b.engine_start_s / b.wall_s:.1%}), generation {b.generation_s:.1f} s "
