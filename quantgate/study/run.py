@@ -298,6 +298,7 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
     if ctx.lm is not None and not ctx.lm.done(vdir, lm_out):
+        server.endpoint()  # a start (a resumed study's) is its own stage, not lm-eval's time
         with clock.stage("lmeval", f"{v.name}: lm-eval {', '.join(ctx.lm.tasks)}", unit="request",
                          variant=v.name) as stage:
             run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
