@@ -176,3 +176,32 @@ def test_the_next_vllm_server_starts_beside_the_current_one_only_when_both_fit(t
     assert may(backend={**vllm, "gpu_memory_utilization": 0.4})
     assert may(backend=vllm, gpus=[0, 1]) and not may(backend=vllm, gpus=[0])
     assert may(backend={"name": "transformers"})
+
+
+def test_closing_a_server_that_is_still_starting_cancels_the_start(tmp_path, monkeypatch):
+    """A study interrupted while its servers compile (all_at_once) waited for each start to end — up to its
+    startup timeout (minutes under vLLM) — before stopping it. close() now cancels the start: it returns at
+    once and the process is gone."""
+    import time
+
+    from quantgate.serve.backends import make_backend
+    from quantgate.serve.server import SharedServer
+
+    monkeypatch.setenv("FAKE_VLLM_START_S", "60")
+    variant = tmp_path / "v"
+    variant.mkdir()
+    (variant / "config.json").write_text("{}")
+    (variant / "model.safetensors").write_bytes(b"\0" * 8)
+    b = make_backend("vllm", vllm_cmd=FAKE_VLLM, compile_cache="none", startup_timeout_s=300)
+    srv = SharedServer(b, variant, tmp_path / "server.log", log=lambda s: None)
+    srv.prestart()
+    deadline = time.monotonic() + 30
+    while (srv._server is None or srv._server.proc is None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc = srv._server.proc
+    assert proc is not None and proc.poll() is None  # launched, not yet healthy
+    t0 = time.monotonic()
+    srv.close()
+    assert time.monotonic() - t0 < 20 and proc.poll() is not None
+    with pytest.raises(Exception, match="cancelled|exited"):
+        srv.endpoint()

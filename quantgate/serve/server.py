@@ -83,6 +83,7 @@ class ManagedServer:
     start_s: float | None = None  # launch to healthy, of the start that succeeded
     log_offset: int = 0  # where this start's part of the (appended) log begins
     _t0: float = 0.0  # when the current start was launched
+    _cancelled: bool = False
 
     @property
     def base_url(self) -> str:
@@ -92,6 +93,8 @@ class ManagedServer:
         """Start the process and return at once; ``poll_healthy`` tells when it serves. Several servers can
         be launched from one thread and waited for together (the launching thread must outlive them: the
         server is stopped when it exits, see ``_die_with_parent``)."""
+        if self._cancelled:
+            raise ServerError(f"{self.name}: start cancelled")
         self.port = port if port is not None and not port_in_use(port, self.host) else free_port(self.host)
         self.command = list(self.make_command(self.port))  # type: ignore[operator]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +153,8 @@ class ManagedServer:
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
+            if self._cancelled:
+                raise ServerError(f"{self.name}: start cancelled")
             if self.poll_healthy():
                 return
             time.sleep(0.25)
@@ -169,6 +174,12 @@ class ManagedServer:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def cancel(self) -> None:
+        """From another thread: end a start under way (the starting thread's ``start`` raises) and stop the
+        process — a study interrupted while its servers compile does not wait for their startup timeout."""
+        self._cancelled = True
+        self.stop()
 
     def stop(self, grace_s: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -201,7 +212,8 @@ class Endpoint:
 
 @contextmanager
 def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = print,
-            env: dict[str, str] | None = None) -> Iterator[Endpoint]:
+            env: dict[str, str] | None = None, on_server: Callable[[ManagedServer], None] | None = None
+            ) -> Iterator[Endpoint]:
     """The backend's server for ``model``, started and healthy for the ``with`` block and stopped after
     it (or the backend's running endpoint). Shared by ``serve`` and ``lmeval``. ``env``: variables set for
     this server only, over the backend's own (a study's ``server_env``, its GPU)."""
@@ -216,6 +228,8 @@ def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = p
     if server is None:
         yield Endpoint(backend.endpoint_url(), backend.model_name(Path(model)), api_key)
         return
+    if on_server:
+        on_server(server)  # before the start: whoever holds it may cancel the start from another thread
     log(f"starting {server.name} …")
     try:
         server.start()
@@ -240,6 +254,7 @@ class SharedServer:
                  env: dict[str, str] | None = None, layout=None):
         self.backend, self.model, self.log_path, self.log, self.starting = backend, Path(model), Path(log_path), log, starting
         self.env = dict(env or {})  # for this server only (``started``'s env)
+        self._server: ManagedServer | None = None  # once known, so close() can cancel a start under way
         self.layout = layout  # a study's ServerLayout, recorded in run.json by serve_variant
         self._stack = ExitStack()
         self._ep: Endpoint | None = None
@@ -252,8 +267,12 @@ class SharedServer:
     def _start(self, background: bool) -> None:
         name = f"{self.backend.name} server"
         with self.starting(name, background) if self.starting else nullcontext():
-            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log, self.env))
+            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log, self.env,
+                                                              on_server=self._set_server))
         self.starts += 1
+
+    def _set_server(self, server: ManagedServer) -> None:
+        self._server = server
 
     def prestart(self) -> None:
         """Start the server in a background thread (no-op when started or starting)."""
@@ -291,7 +310,9 @@ class SharedServer:
 
     def close(self) -> None:
         if self._thread is not None:
-            self._ready.wait()  # a start under way finishes (bounded by its startup timeout), then stops
+            if not self._ready.is_set() and self._server is not None:
+                self._server.cancel()  # nobody will use it: end its start now, not at its startup timeout
+            self._ready.wait()
         self._ep = None
         try:
             self._stack.close()
