@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from sensitivity_reader import qg  # one CLI runner for the reader benchmarks (benchmarks/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = ROOT / "quantgate" / "assets" / "reader"
@@ -30,19 +29,6 @@ BUDGETS = ["2.30MB", "2.40MB", "2.50MB", "2.58MB", "3.00MB"]
 METRICS = ["ned", "cer", "bow_f1"]
 
 
-def qg(*args, check=True) -> tuple[subprocess.CompletedProcess, dict]:
-    """The quantgate CLI; wall time, the child's CPU seconds and the load average around it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load0, t0 = os.getloadavg()[0], time.time()
-    p = subprocess.run([sys.executable, "-m", "quantgate", *map(str, args)], capture_output=True, text=True, env=env)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    timing = {"wall_s": round(time.time() - t0, 1),
-              "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1),
-              "load_avg_1min_before": round(load0, 2), "load_avg_1min_after": round(os.getloadavg()[0], 2)}
-    if check and p.returncode != 0:
-        sys.exit(f"quantgate {' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    return p, timing
 
 
 def study_yaml(work: Path, pages: Path) -> Path:
