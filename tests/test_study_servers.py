@@ -116,6 +116,9 @@ def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fak
       "variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "x", "recipe": "bf16"}]}, "gpus"),
     ({"variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "x", "recipe": "bf16", "server_env": {"1A": "1"}}]},
      "server_env"),
+    ({"gpus": [0, 1], "variants": [{"name": "bf16", "recipe": "bf16"},
+                                   {"name": "x", "recipe": "bf16", "server_env": {"CUDA_VISIBLE_DEVICES": "1"}}]},
+     "variants.1.server_env"),
 ])
 def test_layouts_that_cannot_work_are_refused_before_anything_runs(tmp_path, over, field):
     from quantgate.study.spec import load_study

@@ -177,6 +177,10 @@ def load_study(path: Path) -> Study:
                                  "pass them to")
     if st.gpus and not starts_servers:
         raise InputError(f"{path}: field 'gpus': backend {st.backend.name} starts no server to place on a GPU")
+    for i, v in enumerate(st.variants):
+        if st.gpus and "CUDA_VISIBLE_DEVICES" in v.server_env:
+            raise InputError(f"{path}: variants.{i}.server_env: CUDA_VISIBLE_DEVICES and the study's 'gpus' both "
+                             "place this server; keep one of them")
     if st.servers == "all_at_once" and len(set(st.gpus)) < len(st.variants) \
             and "gpu_memory_utilization" in type(st.backend).model_fields and not st.backend.gpu_memory_utilization:
         raise InputError(f"{path}: field 'servers': all_at_once puts {len(st.variants)} servers on "
