@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sensitivity_reader import READER, ROOT, qg  # noqa: E402
+from sensitivity_reader import READER, ROOT, qg, reader_pages  # noqa: E402
 
 FORMAT_MAP = {"FP8_DEFAULT_CFG": "fp8-static", "INT4_AWQ_CFG": "w4a16"}
 WHY_FORMAT = {"fp8-static": "FP8_DEFAULT_CFG → fp8-static: FP8 per-tensor weights and activations, static, calibrated "
@@ -114,9 +114,7 @@ def main() -> None:
     from quantgate.recipes import load_recipe
 
     a.work.mkdir(parents=True, exist_ok=True)
-    pages = a.work / "pages"
-    if not pages.exists():
-        qg("pages", "synth", "--profile", "reader", "--n", 60, "--seed", 7, "--calibration-fraction", 0.4, "-o", pages)
+    pages = reader_pages(a.work)
     mm = model_modules(READER)
     runs = [r for r in json.loads(a.source.read_text())["modelopt"] if r.get("ok")]
     result: dict = {"command": "PYTHONPATH=. .venv/bin/python benchmarks/modelopt_choice.py",

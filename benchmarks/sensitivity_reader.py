@@ -26,6 +26,15 @@ FORMATS = "fp8,nvfp4,w4a16,w2a16"
 PRESETS = ["bf16", "fp8-dynamic", "nvfp4", "nvfp4a16", "mixed", "harmful-all-nvfp4", "harmful-int2"]
 
 
+def reader_pages(work: Path) -> Path:
+    """The reader benchmarks' page set (60 synthetic reader pages, seed 7, 40% calibration) under ``work``,
+    built once."""
+    pages = work / "pages"
+    if not pages.exists():
+        qg("pages", "synth", "--profile", "reader", "--n", 60, "--seed", 7, "--calibration-fraction", 0.4, "-o", pages)
+    return pages
+
+
 def qg(*args, check=True) -> tuple[subprocess.CompletedProcess, dict]:
     """Run the quantgate CLI; wall time, the child's CPU seconds and the load average around it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
@@ -134,9 +143,7 @@ def main() -> None:
     from quantgate.sensitivity.report import format_table
 
     a.work.mkdir(parents=True, exist_ok=True)
-    pages = a.work / "pages"
-    if not pages.exists():
-        qg("pages", "synth", "--profile", "reader", "--n", 60, "--seed", 7, "--calibration-fraction", 0.4, "-o", pages)
+    pages = reader_pages(a.work)
     result: dict = {"machine": {"cpus": os.cpu_count()}, "pages": "quantgate pages synth --profile reader --n 60 --seed 7 "
                     "--calibration-fraction 0.4 (16 calibration pages measured, the held-out split judged)"}
 

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from sensitivity_reader import qg  # one CLI runner for the reader benchmarks (benchmarks/ is on sys.path)
+from sensitivity_reader import qg, reader_pages  # one CLI runner for the reader benchmarks (benchmarks/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = ROOT / "quantgate" / "assets" / "reader"
@@ -156,9 +156,7 @@ def main() -> None:
     from quantgate.tune.loop import default_name
 
     a.work.mkdir(parents=True, exist_ok=True)
-    pages, sens_path, out = a.work / "pages", a.work / "sens.json", a.work / "study"
-    if not pages.exists():
-        qg("pages", "synth", "--profile", "reader", "--n", 60, "--seed", 7, "--calibration-fraction", 0.4, "-o", pages)
+    pages, sens_path, out = reader_pages(a.work), a.work / "sens.json", a.work / "study"
     result: dict = {"machine": {"cpus": os.cpu_count()},
                     "pages": "quantgate pages synth --profile reader --n 60 --seed 7 --calibration-fraction 0.4 (16 "
                              "calibration pages measured by sensitivity; the held-out split judged)"}

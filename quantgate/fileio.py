@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,26 @@ def recorded_path(path: str | os.PathLike, root: str | os.PathLike | None) -> st
         except ValueError:
             pass
     return str(path)
+
+
+@contextmanager
+def exclusive_lock(path: str | os.PathLike, busy: str) -> Iterator[None]:
+    """Hold an exclusive, non-blocking flock on ``path`` (created, with the holder's pid) for the block;
+    another holder: InputError(``busy``). The lock ends with the process, so a killed run leaves none."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise InputError(busy) from None
+    try:
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()

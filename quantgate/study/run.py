@@ -11,19 +11,17 @@ step is one console stage and one line of ``timings.jsonl`` (``quantgate.study.t
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from collections.abc import Callable
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from quantgate.console import Console, console_for
-from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_json
+from quantgate.fileio import atomic_write_json, exclusive_lock
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
@@ -33,22 +31,10 @@ from quantgate.study.worst import worst_pages
 JUDGED_PAGES = "judged-pages.jsonl"
 
 
-@contextmanager
 def study_lock(out: Path):
-    out.mkdir(parents=True, exist_ok=True)
-    fh = open(out / ".lock", "w")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        raise InputError(f"{out}: another quantgate study is running on this folder; wait for it or use another -o") from None
-    try:
-        fh.write(str(os.getpid()))
-        fh.flush()
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+    """One study per output folder at a time."""
+    return exclusive_lock(Path(out) / ".lock", f"{out}: another quantgate study is running on this folder; wait "
+                          "for it or use another -o")
 
 
 def study_output(study_path: Path, out: Path | None = None, st: Study | None = None) -> Path:

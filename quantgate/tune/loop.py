@@ -10,13 +10,11 @@ was in (its recipe is the same, so its built variant and served pages are reused
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import re
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from quantgate.fileio import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    exclusive_lock,
     read_jsonl,
     sha256_file,
 )
@@ -57,20 +56,8 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-@contextmanager
 def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "w")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        fh.close()
-        raise InputError(f"{path.parent}: another quantgate tune is running on this study folder; wait for it") from None
-    try:
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+    return exclusive_lock(path, f"{path.parent}: another quantgate tune is running on this study folder; wait for it")
 
 
 def sensitivity_fingerprint(sens) -> str:
