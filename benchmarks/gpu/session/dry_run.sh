@@ -5,6 +5,7 @@
 # deadline, JSON written as steps end) → collect (packing).
 #   bash benchmarks/gpu/session/dry_run.sh [BUDGET_S]     (after prepare_carry.sh; prints the packed listing)
 #   FAKE_VLLM_REFUSE=--speculative-config bash …dry_run.sh   (that option's server fails: the drop-and-resume path)
+#   QG_DRY_STUDIES='studies-parallel/*.yaml' bash …dry_run.sh   (those studies instead of dry + serving options)
 set -uo pipefail
 export QG_DRY_RUN=1 QG_PY=${QG_PY:-/work/main/.venv/bin/python} QG_WORK=${QG_WORK:-/tmp/qgdry}
 export QG_BUDGET_S=${1:-900} OUT=${OUT:-/tmp/qgdry-out}
@@ -24,17 +25,21 @@ max_tokens: 8
 metrics: [ned]
 margins: {ned: 0.05}
 YAML
-# the serving-option study (studies/serving_options.yaml), CPU-sized: its variants and server_args unchanged (the
-# fake vLLM takes --speculative-config, --kv-cache-dtype, --linear-backend), fewer pages, tokens and samples
-$QG_PY - "$src" "$QG_WORK/studies/serving_options.yaml" <<'PY'
+# the session's study YAMLs (default studies/serving_options.yaml; QG_DRY_STUDIES names others, e.g.
+# "studies-parallel/*.yaml"), CPU-sized: variants, layout and server_args unchanged (the fake vLLM takes
+# --speculative-config, --kv-cache-dtype, --linear-backend), fewer pages, tokens and samples
+$QG_PY - "$src" "$QG_WORK/studies" benchmarks/gpu/session/${QG_DRY_STUDIES:-studies/serving_options.yaml} <<'PY'
 import sys
+from pathlib import Path
 import yaml
-src, out = sys.argv[1:]
-st = yaml.safe_load(open("benchmarks/gpu/session/studies/serving_options.yaml"))
-st.update(model=f"{src}/quantgate/assets/reader", pages={"path": f"{src}/.gpu-carry/q200"}, limit=6,
-          calibration_samples=2, concurrency=[1, 2], max_tokens=8)
-yaml.safe_dump(st, open(out, "w"), sort_keys=False)
+src, out, *yamls = sys.argv[1:]
+for y in yamls:
+    st = yaml.safe_load(open(y))
+    st.update(model=f"{src}/quantgate/assets/reader", pages={"path": f"{src}/.gpu-carry/q200"}, limit=6,
+              calibration_samples=2, concurrency=[1, 2], max_tokens=8)
+    yaml.safe_dump(st, open(Path(out) / Path(y).name, "w"), sort_keys=False)
 PY
+[ -n "${QG_DRY_STUDIES:-}" ] && rm -f "$QG_WORK/studies/dry.yaml"
 export QG_STUDIES_DIR=$QG_WORK/studies
 t0=$SECONDS
 bash benchmarks/gpu/session/launch.sh

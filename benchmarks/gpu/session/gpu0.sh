@@ -8,6 +8,10 @@
 #   4. serve4b.py: the five servers at once (cold starts), speed levels one variant at a time, profiles of bf16,
 #      fp8-dynamic, fp8-all at c=1, warm restarts one at a time, speed.json (+ profile.json)
 #   5. if time remains: batch_invariance.py on the Qwen2.5-VL fixture + the Qwen3.5 reader's refusal
+# What runs is chosen by the environment (defaults: the 2026-11-30 session):
+#   QG_QUANTIZE="fp8-dynamic nvfp4;fp8-all mixed"   recipes quantized, lanes split by ';' (each lane in order)
+#   QG_4B_VARIANTS / QG_PROFILE / QG_RESTART_ORDER   serve4b.py's --variants / --profile / --restart-order
+#   QG_WAVES=1   serve4b.py --waves;  QG_SENS=0 skips the sensitivity run;  QG_BI=0 skips step 5
 set -uo pipefail
 source benchmarks/gpu/session/common.sh
 JOB=gpu0
@@ -17,7 +21,7 @@ trap 'touch "$SES/gpu0.done"' EXIT
 O=$R/gpu0
 mkdir -p "$O"
 CAL=.gpu-carry/p4mp
-VARIANTS=bf16,fp8-dynamic,fp8-all,nvfp4,mixed
+VARIANTS=${QG_4B_VARIANTS:-bf16,fp8-dynamic,fp8-all,nvfp4,mixed}
 nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader > "$O/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$O/gpu.txt"
 
 # 1. bandwidth of a 4 GiB device-to-device copy, before anything else runs on this GPU
@@ -42,8 +46,12 @@ else
   SENS=(--calibration "$CAL" --samples "${QG_SENS_SAMPLES:-2}" --max-new-tokens "${QG_SENS_TOKENS:-32}"
         --max-seq-len 8192 --batch-pages 2 --device cuda)
 fi
-step sensitivity "${QG_SENS_CAP_S:-330}" 90 --requires "$W/q4b-bf16" -- \
-  $QQPY -m quantgate sensitivity "$W/q4b-bf16" --formats fp8,nvfp4 "${SENS[@]}" -o "$O/sensitivity/sensitivity.json" &
+if [ "${QG_SENS:-1}" = 1 ]; then
+  step sensitivity "${QG_SENS_CAP_S:-330}" 90 --requires "$W/q4b-bf16" -- \
+    $QQPY -m quantgate sensitivity "$W/q4b-bf16" --formats fp8,nvfp4 "${SENS[@]}" -o "$O/sensitivity/sensitivity.json" &
+else
+  step sensitivity 1 0 --skip "QG_SENS=0" -- true &
+fi
 sens=$!
 
 quantize() {  # quantize RECIPE
@@ -57,11 +65,13 @@ quantize() {  # quantize RECIPE
     cp "$W/q4b-$1/quantgate.json" "$O/q4b-$1.quantgate.json" 2>/dev/null
   fi
 }
-( quantize fp8-dynamic; quantize nvfp4 ) &
-laneA=$!
-( quantize fp8-all; quantize mixed ) &
-laneB=$!
-wait $laneA $laneB
+lanes=()
+IFS=';' read -ra LANES <<< "${QG_QUANTIZE:-fp8-dynamic nvfp4;fp8-all mixed}"
+for lane in "${LANES[@]}"; do
+  ( for r in $lane; do quantize "$r"; done ) &
+  lanes+=($!)
+done
+wait "${lanes[@]}"
 wait $sens  # the servers need the memory the sensitivity run holds (its step cap bounds this wait)
 
 # 4. the five servers at once, then one variant at a time
@@ -71,14 +81,16 @@ else
   SERVE=(--max-tokens 1000 --kv-bytes "${QG_KV_BYTES:-12GiB}" --measure-hbm)
 fi
 step serve-4b "${QG_SERVE_CAP_S:-960}" 300 --requires "$W/q4b-bf16" -- \
-  $PY $S/serve4b.py --work "$W" --pages "$CAL" --variants "$VARIANTS" --levels 1,8,32,64 --waves 1 \
-  --max-num-seqs 64 --gpu-util 0.05 --compile-cache "$W/vllm-cache" --profile bf16,fp8-dynamic,fp8-all \
-  --restart-order bf16,fp8-dynamic,fp8-all,nvfp4,mixed --hbm "$O/hbm.json" --deadline-file "$DEADLINE" \
+  $PY $S/serve4b.py --work "$W" --pages "$CAL" --variants "$VARIANTS" --levels 1,8,32,64 --waves "${QG_WAVES:-1}" \
+  --max-num-seqs 64 --gpu-util 0.05 --compile-cache "$W/vllm-cache" --profile "${QG_PROFILE:-bf16,fp8-dynamic,fp8-all}" \
+  --restart-order "${QG_RESTART_ORDER:-bf16,fp8-dynamic,fp8-all,nvfp4,mixed}" --hbm "$O/hbm.json" --deadline-file "$DEADLINE" \
   --other-status "$R/gpu1/status.jsonl" -o "$O/speed" "${SERVE[@]}"
 
 # 5. batch invariance on the Qwen2.5-VL fixture (no GDN), and the Qwen3.5 reader's refusal (QG_BI_GPU=1: on GPU1
 #    instead, after its numerics, when GPU1 has time to spare)
-if [ "${QG_BI_GPU:-0}" = 1 ]; then
+if [ "${QG_BI:-1}" != 1 ]; then
+  step batch-invariance 1 0 --skip "QG_BI=0" -- true
+elif [ "${QG_BI_GPU:-0}" = 1 ]; then
   step batch-invariance 1 0 --skip "runs on GPU1 (QG_BI_GPU=1)" -- true
 else
   batch_invariance "$O/batchinv"

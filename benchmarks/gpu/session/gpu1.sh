@@ -5,7 +5,12 @@
 #      reference -> vllm_numerics.json
 #   2. run_reader_studies: `quantgate study` for each YAML under studies/ (the slot below), beside step 1; after
 #      studies/serving_options.yaml, benchmarks/serving_options.py -> serving_options.json (issue 22)
-#   (QG_BI_GPU=1: gpu0's batch-invariance step runs here, after step 1)
+#   (QG_BI_GPU=1: gpu0's batch-invariance step runs here, after step 1; QG_NUMERICS=0 skips step 1)
+# Each study gets its own Inductor cache (TORCHINDUCTOR_CACHE_DIR under $W/inductor/<name>; vLLM's and Triton's
+# caches are already per study, under its folder), so two studies of the same variants both start cold. A study
+# whose name contains "2gpu" waits for gpu0.sh to end and then spreads its servers over both GPUs (its YAML's
+# `gpus`); it is skipped on a one-GPU machine or with less than QG_2GPU_MIN_S (default 360) seconds left.
+# /proc/loadavg is sampled every 5 s into $R/gpu1/loadavg.jsonl (benchmarks/parallel_study.py reads it).
 # On a one-GPU machine (QG_ONE_GPU=1, set by launch.sh) this job shares GPU0 with gpu0.sh: the studies still run
 # (they are the serving-option measurements), after gpu0's idle-GPU bandwidth step, and serving_options.json names
 # the gpu0 steps that ran beside each variant; QG_STUDIES_ON_ONE_GPU=0 skips them there instead.
@@ -54,7 +59,20 @@ run_reader_studies() {
     local n
     n=$(basename "$y" .yaml)
     if [ "$n" != serving_options ]; then
-      step "study-$n" "${QG_STUDY_CAP_S:-900}" 120 -- $QQPY -m quantgate study "$y" -o "$O/studies/$n"
+      local envs=(env "TORCHINDUCTOR_CACHE_DIR=$W/inductor/$n")
+      if [[ $n == *2gpu* ]]; then
+        if [ "${QG_ONE_GPU:-0}" = 1 ]; then
+          step "study-$n" 1 0 --skip "one GPU: this study spreads its servers over two" -- true
+          continue
+        fi
+        until [ -e "$SES/gpu0.done" ] || [ "$(left)" -lt "${QG_2GPU_MIN_S:-360}" ]; do sleep 5; done
+        if [ "$(left)" -lt "${QG_2GPU_MIN_S:-360}" ]; then
+          step "study-$n" 1 0 --skip "less than ${QG_2GPU_MIN_S:-360} s left once GPU0 was free" -- true
+          continue
+        fi
+        envs=(env -u CUDA_VISIBLE_DEVICES "TORCHINDUCTOR_CACHE_DIR=$W/inductor/$n")
+      fi
+      step "study-$n" "${QG_STUDY_CAP_S:-900}" 120 -- "${envs[@]}" $QQPY -m quantgate study "$y" -o "$O/studies/$n"
       continue
     fi
     # the serving options: a variant whose server fails (exit 4) is dropped and the study resumed without it (up
@@ -77,6 +95,9 @@ run_reader_studies() {
       $PY benchmarks/serving_options.py "$O/studies/$n" -o "$O/serving_options.json" --session-results "$R"
   done
   [ $found = 1 ] || step studies 1 0 --skip "no study YAML in $dir" -- true
+  if [ -d "$O/studies/b_sequential_1gpu" ] || [ -d "$O/studies/a_parallel_1gpu" ]; then  # studies-parallel/
+    step parallel-study 60 5 -- $PY benchmarks/parallel_study.py "$R" -o "$O/parallel_study.json"
+  fi
   # <<< SLOT
 }
 
@@ -89,7 +110,15 @@ wait_gpu0_step() {  # NAME MAX_S: until gpu0 recorded step NAME (whatever its st
   until grep -q "\"step\": \"$1\"" "$R/gpu0/status.jsonl" 2>/dev/null || [ $t -ge "$2" ]; do sleep 2; t=$((t + 2)); done
 }
 
-numerics_then > "$O/numerics.out" 2>&1 &
+( while :; do echo "{\"t\": $(date +%s.%N | cut -c1-14), \"load\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}"; sleep 5
+  done >> "$O/loadavg.jsonl" ) &
+sampler=$!
+trap 'kill $sampler 2>/dev/null; touch "$SES/gpu1.done"' EXIT
+if [ "${QG_NUMERICS:-1}" = 1 ]; then
+  numerics_then > "$O/numerics.out" 2>&1 &
+else
+  step numerics 1 0 --skip "QG_NUMERICS=0" -- true &
+fi
 num=$!
 if [ "${QG_ONE_GPU:-0}" = 1 ] && [ "${QG_STUDIES_ON_ONE_GPU:-1}" != 1 ]; then
   step studies 1 0 --skip "one GPU: QG_STUDIES_ON_ONE_GPU=0 keeps the studies off gpu0's GPU" -- true

@@ -104,7 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== studies (gpu1): {len(studies)} summary.json")
     for s in studies:
         d = _load(s) or {}
-        print(f"  {s.parent.name}: complete {d.get('complete')}, verdicts {json.dumps(d.get('verdicts'))[:500]}")
+        tb = d.get("time_budget") or {}
+        verdicts = sorted({v["verdict"] for v in d.get("verdicts") or []})
+        print(f"  {s.parent.name}: complete {d.get('complete')}, verdicts {verdicts}, wall {tb.get('wall_s')} s, "
+              f"starts {tb.get('engine_start_s')} s, generation {tb.get('generation_s')} s, "
+              f"overhead {tb.get('overhead_share')}")
+    ps = _load(g1 / "parallel_study.json")
+    if ps:
+        print(f"== parallel study: sequential {ps['sequential_wall_s']} s, parallel {ps['parallel_wall_s']} s "
+              f"(share {ps['parallel_share_of_sequential']}), two GPUs {ps['parallel_2gpu_wall_s']} s, "
+              f"same verdicts {ps['same_verdicts']}")
     return 0
 
 
