@@ -18,7 +18,9 @@ SESSION_RESULTS: the session's results folder (``gpu1/studies/<name>``, ``gpu1/s
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -29,6 +31,11 @@ from quantgate.fileio import atomic_write_json
 SCHEMA_VERSION = 1
 STUDIES = {"sequential": "b_sequential_1gpu", "parallel": "a_parallel_1gpu", "parallel_2gpu": "c_parallel_2gpu"}
 TARGET_SHARE = 0.5  # issue 22: parallel <= 50 % of sequential on one GPU
+# vLLM 0.26's start-up milestones in a server log, in order (log lines carry whole seconds)
+MILESTONES = {"engine_init": "Initializing a V1 LLM engine", "compiled": "Compiling a graph for compile range",
+              "warmup_done": "Initial profiling/warmup run took", "kv_cache": "GPU KV cache size",
+              "graphs_captured": "Graph capturing finished", "api_ready": "Starting vLLM server on"}
+LOG_TIME = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -69,6 +76,23 @@ def _starts(timings: list[dict]) -> dict:
             "sum_s": round(sum(t["wall_s"] for t in rows), 1)}
 
 
+def start_phases(log_text: str) -> dict[str, int | None]:
+    """Seconds from a server log's first timestamped line to each start-up milestone (first occurrence; None
+    when absent). Whole seconds: vLLM's log lines carry no finer time."""
+    t0, found = None, dict.fromkeys(MILESTONES)
+    for line in log_text.splitlines():
+        m = LOG_TIME.search(line)
+        if not m:
+            continue
+        mo, d, h, mi, se = map(int, m.groups())
+        t = dt.datetime(2000, mo, d, h, mi, se)  # the year is not logged; a start never spans New Year here
+        t0 = t0 or t
+        for key, text in MILESTONES.items():
+            if found[key] is None and text in line:
+                found[key] = int((t - t0).total_seconds())
+    return found
+
+
 def one_run(results: Path, name: str) -> dict:
     sdir = results / "gpu1" / "studies" / name
     step = _step(_jsonl(results / "gpu1" / "status.jsonl"), name)
@@ -93,6 +117,11 @@ def one_run(results: Path, name: str) -> dict:
         run["time_budget"]["quantize_s"] = round(q, 3)
         run["time_budget"]["overhead_share_without_quantize"] = round((tb["overhead_s"] - q) / tb["wall_s"], 4)
     run["starts"] = _starts(_jsonl(sdir / "timings.jsonl"))
+    run["start_phases_s"] = {p.parent.name: start_phases(p.read_text("utf-8", errors="replace"))
+                             for p in sorted((sdir / "runs").glob("*/server.log"))}
+    gaps = [ph["kv_cache"] - ph["warmup_done"] for ph in run["start_phases_s"].values()
+            if ph["kv_cache"] is not None and ph["warmup_done"] is not None]
+    run["warmup_to_kv_cache_max_s"] = max(gaps) if gaps else None  # the phase the one-GPU parallel starts lost
     run["verdicts"] = {f"{v['variant']} {v['metric']}": v["verdict"] for v in (summary or {}).get("verdicts", [])}
     run["weights"] = {v["name"]: v.get("files", {}).get("model.safetensors") for v in (summary or {}).get("variants", [])}
     if step is not None and step.get("wall_s"):

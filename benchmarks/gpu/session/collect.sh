@@ -33,12 +33,14 @@ size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 pack_job() {  # pack_job gpu0|gpu1: logs cut to their last 2 MB if the archive is too big
   local j=$1 f=$OUT/$1.tar.gz
   [ -d "$R/$j" ] || return 0
-  tar czf "$f" -C "$R" "${EXCL[@]}" "$j" 2>/dev/null
+  local also=()
+  [ -f "$R/session.json" ] && also=(session.json)   # what the analysis scripts read beside the job's folder
+  tar czf "$f" -C "$R" "${EXCL[@]}" "$j" "${also[@]}" 2>/dev/null
   if [ "$(size "$f")" -gt $LIMIT ]; then
     local tmp=$SES/packtmp
-    rm -rf "$tmp" && mkdir -p "$tmp" && tar cf - -C "$R" "${EXCL[@]}" "$j" | tar xf - -C "$tmp"
+    rm -rf "$tmp" && mkdir -p "$tmp" && tar cf - -C "$R" "${EXCL[@]}" "$j" "${also[@]}" | tar xf - -C "$tmp"
     find "$tmp" -name '*.log' -size +2M -exec sh -c 'tail -c 2000000 "$1" > "$1.t" && mv "$1.t" "$1"' _ {} \;
-    tar czf "$f" -C "$tmp" "$j" && rm -rf "$tmp"
+    tar czf "$f" -C "$tmp" "$j" "${also[@]}" && rm -rf "$tmp"
   fi
 }
 pack_job gpu0

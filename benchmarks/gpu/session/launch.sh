@@ -6,6 +6,7 @@
 # a second launch only reports. Then call collect.sh to wait and bring results back.
 #   bash benchmarks/gpu/session/launch.sh          (after .gpu/install.sh; carry .whl and .gpu-carry)
 #   QG_DRY_RUN=1 bash benchmarks/gpu/session/launch.sh   (this CPU machine: fake vLLM)
+#   QG_JOBS=gpu1 bash …launch.sh   (only that job; the other is recorded as ended)
 set -uo pipefail
 source benchmarks/gpu/session/common.sh
 if [ -f "$SES/launched" ]; then
@@ -30,8 +31,12 @@ if [ "$ngpu" -lt 2 ]; then one=1; gpu1=0; fi
 echo "{\"gpus\": $ngpu, \"one_gpu\": $one, \"budget_s\": ${QG_BUDGET_S:-1440}, \"dry_run\": ${QG_DRY_RUN:-0}}" > "$R/session.json"
 cd "$SES/src"
 for job in gpu0 gpu1; do
+  if [[ " ${QG_JOBS:-gpu0 gpu1} " != *" $job "* ]]; then  # not launched: recorded as ended at once
+    touch "$SES/$job.done"
+    continue
+  fi
   QG_ONE_GPU=$one QG_GPU1=$gpu1 setsid nohup bash "$S/$job.sh" > "$SES/logs/$job.out" 2>&1 < /dev/null &
   echo $! > "$SES/$job.pid"
 done
 date +%s > "$SES/launched"
-echo "launched gpu0 (pid $(cat "$SES/gpu0.pid")) and gpu1 (pid $(cat "$SES/gpu1.pid")) on $ngpu GPU(s); logs $SES/logs"
+echo "launched ${QG_JOBS:-gpu0 gpu1} on $ngpu GPU(s); logs $SES/logs"
