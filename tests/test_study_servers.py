@@ -90,6 +90,37 @@ def test_all_at_once_overlaps_the_starts_and_serves_after_them(tmp_path, fake_qu
     assert {n: _run(out, n)["layout"] for n in before} == before
 
 
+@pytest.mark.parametrize("servers", ["all_at_once", "one_at_a_time"])
+def test_all_at_once_starts_each_server_as_its_variant_is_quantized(tmp_path, fake_quantize, monkeypatch, servers):
+    """all_at_once: quantizing the later variants runs beside the earlier variants' starts (the study waits
+    for the longer of the two, not their sum); one_at_a_time: no server starts before every variant is
+    quantized."""
+    import time
+
+    import quantgate.quantize as qz
+    from quantgate.study import run_study
+
+    fast = qz.quantize
+
+    def slow(*a, **kw):
+        time.sleep(0.6)
+        return fast(*a, **kw)
+
+    monkeypatch.setattr(qz, "quantize", slow)
+    out = tmp_path / "out"
+    run_study(_study(tmp_path, servers=servers), out, log=lambda s: None, stop_after="score")
+    t = _timings(out)
+    quant = {r["variant"]: r for r in t if r["stage"] == "quantize"}
+    start = {r["variant"]: r for r in t if r["stage"] == "server_start"}
+    last_quantized = max(r["start"] + r["wall_s"] for r in quant.values())
+    if servers == "all_at_once":
+        assert start["bf16"]["start"] < quant["kv"]["start"]  # bf16's server was starting while kv was quantized
+        assert start["bf16"]["start"] >= quant["bf16"]["start"] + quant["bf16"]["wall_s"] - 0.01  # not before
+        assert start["bi"]["start"] >= quant["bi"]["start"] + quant["bi"]["wall_s"] - 0.01
+    else:
+        assert min(r["start"] for r in start.values()) >= last_quantized - 0.01
+
+
 def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fake_quantize):
     from quantgate.study import run_study
 

@@ -46,9 +46,9 @@ def register(sub) -> None:
                        "bow_f1 0.01, table_teds 0.02, checks 0.02), non-inferiority at one-sided 95% by default "
                        "(test: equivalence | exact); fewer than min_pages (30) pages give inconclusive. With a "
                        "'sequential:' block each candidate's accuracy pass is served in a seeded order and stops "
-                       "once every verdict is decisive (docs/statistics.md). 'servers: all_at_once' starts every "
-                       "variant's server together (their compiles overlap; pages are then served one variant at a "
-                       "time), 'gpus: [0, 1]' spreads them over GPUs. The report ends with a time budget "
+                       "once every verdict is decisive (docs/statistics.md). 'servers: all_at_once' starts each "
+                       "variant's server as soon as it is quantized (the compiles overlap; pages are then served "
+                       "one variant at a time), 'gpus: [0, 1]' spreads them over GPUs. The report ends with a time budget "
                        "(quantize, server starts, generation, quantgate's own overhead). Margins, "
                        "seed, resamples and min_pages are checked before any work starts. Stop it anywhere; rerun "
                        "to resume. See docs/study.md for the YAML.")

@@ -91,13 +91,21 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
             from quantgate.study.sequential import judged_ids, make_plan
 
             plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit))
-        variants = _quantize_all(st, resolve_path(base, st.model), pages_dir, out, clock)
-        if stop_after == "quantize":
-            return {}
         levels, noise_level = variant_levels(st)
+        variants = {v.name: out / "variants" / v.name for v in st.variants}  # where _quantize_all writes each
         ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                    len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out), ps, plan)
-        _serve_all(ctx, levels)
+        model = resolve_path(base, st.model)
+        if stop_after == "quantize":
+            _quantize_all(st, model, pages_dir, out, clock)
+            return {}
+        with ExitStack() as servers_open:
+            servers = _servers(ctx, servers_open)
+            # all_at_once: a variant's server starts as soon as its weights are written, beside the next
+            # variant's quantization, so quantizing hides behind the starts instead of preceding them
+            ready = (lambda v: _prestart(ctx, v, levels, servers)) if st.servers == "all_at_once" else None
+            _quantize_all(st, model, pages_dir, out, clock, ready=ready)
+            _serve_all(ctx, levels, servers)
         if stop_after == "serve":
             return {}
         # score (from the records; seconds)
@@ -148,10 +156,12 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
     return pages_dir
 
 
-def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock) -> dict[str, Path]:
+def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock,
+                  ready: Callable[[VariantSpec], None] | None = None) -> None:
+    """Every variant's weights under ``out/variants/<name>`` (reused when their inputs match); ``ready(v)``
+    is called as each one is written."""
     from quantgate.quantize import quantize
 
-    variants: dict[str, Path] = {}
     for v in st.variants:
         vdir = out / "variants" / v.name
         with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", unit=None, variant=v.name) as stage:
@@ -165,18 +175,12 @@ def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clo
 
             quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
                      overwrite=True, record_root=out, log=log)
-        variants[v.name] = vdir
-    return variants
+        if ready is not None:
+            ready(v)
 
 
-def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
-    """Each variant through one server for its page runs and then its lm-eval run; the variants' pages
-    one variant at a time (a speed level is measured with only its own server busy).
-
-    ``servers: one_at_a_time``: the next variant's server starts in the background during this one's
-    lm-eval (never during page runs). ``all_at_once``: every server that has anything to serve starts
-    now, together, so their starts (vLLM's compiles) overlap; page runs begin once every start has
-    ended, and each server is stopped when its variant is done."""
+def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
+    """One (not yet started) server per variant, each stopped when ``stack`` closes, whatever happens."""
     from quantgate.records import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.serve.server import SharedServer
@@ -201,23 +205,39 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]]) -> None:
                             layout=layout)
 
     servers = {v.name: server_for(i, v) for i, v in enumerate(st.variants)}
+    for server in servers.values():
+        stack.enter_context(server)
+    return servers
+
+
+def _prestart(ctx: _Ctx, v: VariantSpec, levels: dict[str, list[int]], servers: dict) -> None:
+    if _needs_server(ctx, v, levels[v.name]):
+        servers[v.name].prestart()
+
+
+def _serve_all(ctx: _Ctx, levels: dict[str, list[int]], servers: dict) -> None:
+    """Each variant through its server (``_servers``) for its page runs and then its lm-eval run; the variants'
+    pages one variant at a time (a speed level is measured with only its own server busy).
+
+    ``servers: one_at_a_time``: the next variant's server starts in the background during this one's
+    lm-eval (never during page runs). ``all_at_once``: every server that has anything to serve has been
+    started as its variant was quantized (``_quantize_all``'s ``ready``), so the starts (vLLM's compiles)
+    overlap each other and the later quantizations; page runs begin once every start has ended, and each
+    server is stopped when its variant is done."""
+    st = ctx.st
     # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
-    with ExitStack() as stack:
+    if st.servers == "all_at_once":
+        for v in order:
+            _prestart(ctx, v, levels, servers)  # no-op for those started during quantization
         for server in servers.values():
-            stack.enter_context(server)  # every server is stopped on the way out, whatever happens
-        if at_once:
-            for v in order:
-                if _needs_server(ctx, v, levels[v.name]):
-                    servers[v.name].prestart()
-            for server in servers.values():
-                server.wait_started()  # no page is timed while another server compiles
-        for i, v in enumerate(order):
-            nxt = order[i + 1] if i + 1 < len(order) else None
-            beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
-            prestart = servers[nxt.name].prestart if beside and _needs_server(ctx, nxt, levels[nxt.name]) else None
-            _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
-            servers[v.name].close()
+            server.wait_started()  # no page is timed while another server compiles
+    for i, v in enumerate(order):
+        nxt = order[i + 1] if i + 1 < len(order) else None
+        beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
+        prestart = servers[nxt.name].prestart if beside and _needs_server(ctx, nxt, levels[nxt.name]) else None
+        _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
+        servers[v.name].close()
 
 
 def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec) -> bool:

@@ -134,8 +134,9 @@ class Study(_S):
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
     sequential: SequentialSpec | None = None  # off by default: every page is served (the fixed design)
-    # all_at_once: every variant's server is started together (their compiles overlap), then the variants'
-    # pages are served one after another with the others idle (quantgate.study.run._serve_all)
+    # all_at_once: each variant's server starts as soon as its weights are written, so the starts (compiles)
+    # overlap each other and the later quantizations; then the variants' pages are served one after another
+    # with the others idle (quantgate.study.run._serve_all)
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES per server, round robin
 
