@@ -28,6 +28,9 @@ import pandas as pd
 
 from quantgate.fileio import atomic_write_json
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling benchmark, also when loaded by path (tests)
+from serving_options import other_steps  # noqa: E402 — the other GPU job's steps that overlapped a window
+
 SCHEMA_VERSION = 1
 STUDIES = {"sequential": "b_sequential_1gpu", "parallel": "a_parallel_1gpu", "parallel_2gpu": "c_parallel_2gpu"}
 TARGET_SHARE = 0.5  # issue 22: parallel <= 50 % of sequential on one GPU
@@ -47,16 +50,6 @@ def _jsonl(path: Path) -> list[dict]:
 def _step(status: list[dict], name: str) -> dict | None:
     found = [r for r in status if r.get("step") == f"study-{name}"]
     return found[-1] if found else None
-
-
-def _overlapping(status: list[dict], t0: float, t1: float) -> list[str]:
-    out = []
-    for r in status:
-        if r.get("status") == "skipped" or r.get("wall_s") is None:
-            continue
-        if r["started"] < t1 and r["started"] + r["wall_s"] > t0:
-            out.append(r["step"])
-    return out
 
 
 def _load(samples: list[dict], t0: float, t1: float) -> dict | None:
@@ -127,7 +120,7 @@ def one_run(results: Path, name: str) -> dict:
     if step is not None and step.get("wall_s"):
         t0, t1 = step["started"], step["started"] + step["wall_s"]
         run["load_avg"] = _load(_jsonl(results / "gpu1" / "loadavg.jsonl"), t0, t1)
-        run["gpu0_steps_beside"] = _overlapping(_jsonl(results / "gpu0" / "status.jsonl"), t0, t1)
+        run["gpu0_steps_beside"] = other_steps(results, (t0, t1))
     return run
 
 
