@@ -1,5 +1,5 @@
 """The client's own ceiling: quantgate's async client against a local stub server that answers
-instantly (quantgate.testing.stub). Target (issue 6): >= 500 requests/s at concurrency 64 on a
+instantly (tests.support.stub). Target (issue 6): >= 500 requests/s at concurrency 64 on a
 2-core machine, so the client never limits a real server's measured throughput.
 
     python benchmarks/client_overhead.py [--requests 3000] [--concurrency 64]
@@ -33,8 +33,9 @@ def main() -> None:
     Image.new("RGB", (640, 480), "white").save(buf, format="PNG")
     png = buf.getvalue()
     with tempfile.TemporaryDirectory() as tmp:
-        srv = ManagedServer("stub", lambda port: [sys.executable, "-m", "quantgate.testing.stub", "--port", str(port)],
-                            Path(tmp) / "stub.log", startup_timeout_s=60)
+        srv = ManagedServer("stub", lambda port: [sys.executable, "-m", "tests.support.stub", "--port", str(port)],
+                            Path(tmp) / "stub.log", startup_timeout_s=60,
+                            env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])})  # tests.support
         with srv:
             spec = RequestSpec(base_url=srv.base_url, model="stub", prompt="Convert to markdown.", max_tokens=16)
             pages = [(f"p{i}", lambda: png) for i in range(a.requests)]

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from quantgate.demo import READER
-from quantgate.fileio import atomic_write_json
+from quantgate.io.fileio import atomic_write_json
 from quantgate.serve import load_records
 from quantgate.study import run_study
+from quantgate.study.demo import READER
 
 RESULT = Path(__file__).resolve().parent / "results" / "fp8_all_reader.json"
 VARIANTS = ["bf16", "fp8-dynamic", "fp8-all", "fp8-all-lm-head"]

@@ -6,7 +6,7 @@ with the activations rounded by a by-hand reference of the scheme.
 
     python benchmarks/numerics_cpu.py [--out benchmarks/results/numerics_cpu.json]
 
-Models: the tiny random-weight Qwen3.5 fixture (quantgate.testing.fixtures) and the bundled trained reader
+Models: the tiny random-weight Qwen3.5 fixture (tests.support.fixtures) and the bundled trained reader
 (quantgate/assets/reader); inputs: one `reader`-profile synthetic page (image + prompt) — the input each
 module receives in that forward — and a seeded Gaussian of the same RMS per module.
 """
@@ -17,6 +17,7 @@ import argparse
 import importlib.metadata as md
 import io
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,12 +25,14 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from quantgate.demo import READER
-from quantgate.heldout import load_pageset
-from quantgate.heldout.synth import synth_pages
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fixtures live with the tests (tests/support)
+
+from quantgate.pages import load_pageset
+from quantgate.pages.synth import synth_pages
 from quantgate.quantize import quantize
 from quantgate.serve.numerics import measure_transformers_serve
-from quantgate.testing import fixtures
+from quantgate.study.demo import READER
+from tests.support import fixtures
 
 RECIPE = Path(__file__).resolve().parent.parent / "tests" / "data" / "all-formats.yaml"
 

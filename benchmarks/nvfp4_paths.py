@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--study", type=Path)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/nvfp4_paths.json")
     a = ap.parse_args()
-    from quantgate.fingerprint import weights_fingerprint
+    from quantgate.io.fingerprint import weights_fingerprint
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

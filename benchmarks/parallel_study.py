@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from quantgate.fileio import atomic_write_json
+from quantgate.io.fileio import atomic_write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # a sibling benchmark, also when loaded by path (tests)
 from serving_options import other_steps  # noqa: E402 — the other GPU job's steps that overlapped a window

@@ -7,7 +7,7 @@ benchmarks/results/sequential_study.json (or --out).
 
     python benchmarks/sequential_study.py [--pages 250] [--variants bf16,fp8-dynamic,mixed,harmful-int2]
 
-The study is the demo's (quantgate.demo.demo_study: one torch thread, 48 tokens, margins ned/cer 0.01,
+The study is the demo's (quantgate.study.demo.demo_study: one torch thread, 48 tokens, margins ned/cer 0.01,
 bow_f1 0.02, 10,000 resamples, the baseline's noise run at concurrency 2) without lm-eval. Sequential:
 O'Brien–Fleming spending, 4 equally spaced looks over every held-out page (the first at 60 pages at
 least). The machine's load average is recorded: it is shared, so wall times depend on what else runs.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def study_body(pages: int, variants: list[str], sequential: dict | None) -> dict:
-    from quantgate.demo import demo_study
+    from quantgate.study.demo import demo_study
 
     body = demo_study(pages, variants)
     body.pop("lm_eval")  # the accuracy passes and speed are under test here, not lm-eval

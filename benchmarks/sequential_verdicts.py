@@ -6,7 +6,7 @@ Same studies as benchmarks/verdict_calibration.py (its page models, margin 0.01,
 1.5 margins in the bad direction), N ∈ {100, 400} pages in random order. On every simulated study the
 fixed design (one verdict on all N pages, one-sided 5%) and four sequential designs run on the same
 pages: looks every 25% of N or every 30 pages (never before quantgate's 30-page minimum), with
-O'Brien–Fleming-type or Pocock-type spending. Each look runs quantgate.scoring.sequential.look_verdicts
+O'Brien–Fleming-type or Pocock-type spending. Each look runs quantgate.judge.sequential.look_verdicts
 (the verdict code itself, vectorised over studies); a study stops at its first decisive verdict.
 
 Targets: ``within_noise`` at a shift of one margin (a false pass) ≤ 6% in every cell, as for the fixed
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from quantgate.scoring import stats
-from quantgate.scoring.sequential import FIRST_LOOK, design, look_verdicts, plan_looks
+from quantgate.judge import stats
+from quantgate.judge.sequential import FIRST_LOOK, design, look_verdicts, plan_looks
 
 _spec = importlib.util.spec_from_file_location("verdict_calibration", Path(__file__).with_name("verdict_calibration.py"))
 vc = importlib.util.module_from_spec(_spec)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from quantgate.fileio import atomic_write_json
+from quantgate.io.fileio import atomic_write_json
 from quantgate.serve.run import load_records
 
 SCHEMA_VERSION = 1
@@ -177,7 +177,7 @@ def drop_failed(study_yaml: Path, study_dir: Path, out_yaml: Path) -> str:
     (model and pages made absolute, so NEW.yaml can live anywhere). Returns its name."""
     import yaml
 
-    from quantgate.fileio import atomic_write_text
+    from quantgate.io.fileio import atomic_write_text
     from quantgate.study.spec import resolve_path
 
     spec = yaml.safe_load(study_yaml.read_text("utf-8"))

@@ -1,5 +1,5 @@
 """How often the verdict is wrong, by simulation (issue 15). Each cell simulates ``--studies``
-paired studies of n pages and runs the verdict code itself (quantgate.scoring.stats.paired_bounds
+paired studies of n pages and runs the verdict code itself (quantgate.judge.stats.paired_bounds
 and classify, vectorised over studies) on them:
 
 * n ∈ {20, 30, 32, 100, 400}: the issue asks for 32, 100 and 400; 30 is quantgate's minimum number of
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from quantgate.scoring import stats
+from quantgate.judge import stats
 
 MARGIN = 0.01
 ALPHA = 0.05

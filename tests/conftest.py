@@ -1,20 +1,20 @@
 import os
-from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-OLMOCR_SAMPLE = SHARED / "data" / "olmocr-bench-sample"
+# Child processes the tests start (`python -m tests.support.stub`, the fake vLLM, a killed study) import the test
+# support package from the repository root, wherever they run.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """The three fixture architectures, built once per test session (a few seconds each)."""
-    from quantgate.testing import fixtures
+    from tests.support import fixtures
 
     root = tmp_path_factory.mktemp("models")
     return {arch: fixtures.build(arch, root / arch) for arch in fixtures.ARCHITECTURES}
@@ -22,7 +22,7 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def synth_pageset(tmp_path_factory):
-    from quantgate.heldout.synth import synth_pages
+    from quantgate.pages.synth import synth_pages
 
     out = tmp_path_factory.mktemp("pages") / "synth"
     synth_pages(out, 10, seed=3, calibration_fraction=0.3)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO
+
 PKG = REPO / "quantgate"
 
 
@@ -61,7 +62,7 @@ def _imports(path: Path, module: str) -> set[str]:
             names = [f"{base}.{a.name}" if _module_file(f"{base}.{a.name}") else base for a in node.names]
         else:
             continue
-        found.update(n for n in names if n.split(".")[0] == "quantgate" and _module_file(n) and n != module)
+        found.update(n for n in names if n.split(".")[0] in ("quantgate", "tests") and _module_file(n) and n != module)
     return found
 
 
@@ -102,12 +103,12 @@ def test_the_detector_sees_a_cycle(tmp_path, monkeypatch):
 
 
 def test_runtime_package_holds_no_test_scaffolding():
-    # fixtures and the stub server live in quantgate.testing; no stage imports them
+    # fixtures and the stub server live in tests.support; no stage imports them
     assert not (PKG / "fixtures.py").exists() and not (PKG / "serve" / "stub.py").exists()
     for m in _modules():
-        if m.startswith("quantgate.testing"):
+        if m.startswith("tests.support"):
             continue
-        assert not any(n.startswith("quantgate.testing") for n in _imports(_module_file(m), m)), m
+        assert not any(n.startswith("tests.support") for n in _imports(_module_file(m), m)), m
 
 
 def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):
@@ -117,7 +118,7 @@ def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):
 
     code = ("import json, sys; sys.path.insert(0, sys.argv[1])\n"
             "import importlib.metadata as md\n"
-            "from quantgate.provenance import git_commit, package_versions\n"
+            "from quantgate.io.provenance import git_commit, package_versions\n"
             "try:\n    md.version('quantgate'); installed = True\n"
             "except md.PackageNotFoundError:\n    installed = False\n"
             "print(json.dumps({'installed': installed, 'versions': package_versions(['quantgate', 'torch']),"
@@ -146,7 +147,7 @@ def test_provenance_refuses_another_repositorys_commit(tmp_path):
     (tmp_path / "other" / "vendor").mkdir()
     shutil.copytree(PKG, tmp_path / "other" / "vendor" / "quantgate",
                     ignore=shutil.ignore_patterns("assets", "__pycache__"))
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from quantgate.provenance import git_commit; print(git_commit())"
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from quantgate.io.provenance import git_commit; print(git_commit())"
     r = subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "other" / "vendor")], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr

@@ -15,13 +15,16 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from quantgate.heldout.synth import reader_sample, vocabulary
-from quantgate.testing import fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fixtures live with the tests (tests/support)
+
+from quantgate.pages.synth import reader_sample, vocabulary
+from tests.support import fixtures
 
 PROMPT = "Convert this page to markdown. Output only the markdown."
 

@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.testing import fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the fixtures live with the tests (tests/support)
+from tests.support import fixtures  # noqa: E402
 
 VOCAB = 248320
 TEXT = dict(hidden_size=2560, intermediate_size=9216, num_hidden_layers=32, num_attention_heads=16,

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # kernel_classes, spee
 from kernel_classes import classify_trace, format_table, load_trace  # noqa: E402
 from speed_sweep import decode_bytes, server_args, setting_label, start, variant_key  # noqa: E402
 
-from quantgate.fileio import atomic_write_json  # noqa: E402
-from quantgate.records import DEFAULT_PROMPT  # noqa: E402
+from quantgate.io.fileio import atomic_write_json  # noqa: E402
+from quantgate.schema.run import DEFAULT_PROMPT  # noqa: E402
 
 
 def profiler_config(trace_dir: Path, delay: int, steps: int) -> dict:
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import os
 
-    from quantgate.heldout import load_pageset
+    from quantgate.pages import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")  # as speed_sweep.py: the same compile-cache conditions
     a.out.mkdir(parents=True, exist_ok=True)

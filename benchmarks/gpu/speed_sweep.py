@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from quantgate.errors import ServerError
-from quantgate.fileio import atomic_write_json
-from quantgate.records import DEFAULT_PROMPT
-from quantgate.reports.engine import COMPARED
+from quantgate.io.fileio import atomic_write_json
+from quantgate.report.engine import COMPARED
+from quantgate.schema.run import DEFAULT_PROMPT
 
 BASE_ARGS = ["--gdn-prefill-backend=triton",  # Triton GDN prefill: no FlashInfer JIT through nvcc at start
              "--no-enable-prefix-caching"]  # a page repeated across levels is not served from cache
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.report_only:
         finish(speed)
         return 0
-    from quantgate.heldout import load_pageset
+    from quantgate.pages import load_pageset
 
     # Always set, and the same for every start: the device index must not differ between runs of a variant.
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.judge.compare import compare_scores
+from quantgate.judge.stats import DEFAULT_RESAMPLES, MIN_PAGES
 from quantgate.lmeval.run import load_lmeval
-from quantgate.scoring.compare import compare_scores
-from quantgate.scoring.stats import DEFAULT_RESAMPLES, MIN_PAGES
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:

@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_json, atomic_write_text, read_jsonl, recorded_path, safe_join
-from quantgate.records_files import LmEvalRun, MetricResult, read_record_file
+from quantgate.io.fileio import atomic_write_json, atomic_write_text, read_jsonl, recorded_path, safe_join
+from quantgate.schema.variant import LmEvalRun, MetricResult, read_record_file
 
 RESULT = "lmeval.json"
 __all__ = ["RESULT", "LmEvalRun", "MetricResult", "load_lmeval", "run_lmeval"]  # the records live in records_files
@@ -102,7 +102,7 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
 
     import lm_eval
 
-    from quantgate.fingerprint import weights_fingerprint
+    from quantgate.io.fingerprint import weights_fingerprint
     from quantgate.serve.server import SharedServer
 
     out = Path(out)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import atomic_write_text
+from quantgate.io.fileio import atomic_write_text
 
 PAGE_TASK = "quantgate_page_heading"
 _HEADING = re.compile(r"^#+\s*(.+?)\s*$", re.M)
@@ -57,7 +57,7 @@ from quantgate.lmeval.task_utils import doc_to_image  # noqa: F401
 def write_page_task(pageset_dir: Path, out_dir: Path, *, prompt: str, split: str = "heldout",
                     limit: int | None = None, max_tokens: int = 48) -> Path:
     """Write the task folder; returns it (pass it as the include path)."""
-    from quantgate.heldout import load_pageset
+    from quantgate.pages import load_pageset
 
     ps = load_pageset(pageset_dir)
     rows = []

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import append_jsonl, atomic_write_json, read_jsonl
-from quantgate.records import DEFAULT_PROMPT, parse_record
-from quantgate.sensitivity.model import (
+from quantgate.io.fileio import append_jsonl, atomic_write_json, read_jsonl
+from quantgate.schema.run import DEFAULT_PROMPT, parse_record
+from quantgate.schema.sensitivity import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_KEEP_BF16,
     QUANT_FORMATS,
@@ -75,13 +75,13 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from quantgate.heldout import load_pageset
-    from quantgate.modeldir import check_model_dir
-    from quantgate.provenance import package_versions
+    from quantgate.io.modeldir import check_model_dir
+    from quantgate.io.provenance import package_versions
+    from quantgate.pages import load_pageset
+    from quantgate.quantize.build import _PKGS
     from quantgate.quantize.calibrate import calibration_samples
     from quantgate.quantize.classify import list_modules
-    from quantgate.quantize.run import _PKGS
-    from quantgate.recipes import to_llmcompressor
+    from quantgate.quantize.recipes import to_llmcompressor
     from quantgate.sensitivity import forward as fw
     from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms
     from quantgate.sensitivity.groups import build_groups, resolve_assignment

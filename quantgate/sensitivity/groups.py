@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from quantgate.recipes import ModuleInfo, Recipe, resolve
-from quantgate.recipes.model import Rule, rule_matches
+from quantgate.quantize.recipes import ModuleInfo, Recipe, resolve
+from quantgate.quantize.recipes.model import Rule, rule_matches
 
 DECODER_KINDS = {"attention": "attn", "linear_attention": "linear_attn", "mlp": "mlp"}
 _BLOCK = re.compile(r"^(.*?\.(?:blocks|layers|layer)\.\d+)\.")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from quantgate.errors import InputError
+from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
-from quantgate.sensitivity.model import SensitivityFile
 
 TARGETS = ("hopper", "blackwell", "ampere", "none")
 

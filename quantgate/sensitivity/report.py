@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
-from quantgate.sensitivity.model import SensitivityFile
 from quantgate.sensitivity.recommend import Recommendation
 
 

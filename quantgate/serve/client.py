@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from quantgate.errors import QuantgateError
-from quantgate.fileio import append_jsonl, fsync_file
-from quantgate.records import RequestRecord
+from quantgate.io.fileio import append_jsonl, fsync_file
+from quantgate.schema.run import RequestRecord
 
 CONNECT_RETRIES = 2
 

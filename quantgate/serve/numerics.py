@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.records import Computes, FormatNumerics, RunNumerics
+from quantgate.schema.run import Computes, FormatNumerics, RunNumerics
 
 MEASURED_BY = "tests/test_numerics.py::test_transformers_serve_numerics_per_format"
 MEASURED_E2E = "tests/test_numerics.py::test_served_text_is_the_activation_quantized_forward"

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Protocol
 
 from quantgate.errors import InputError, ServerError
-from quantgate.fileio import atomic_write_json, read_jsonl, recorded_path
-from quantgate.fingerprint import weights_fingerprint
-from quantgate.modeldir import check_model_dir
-from quantgate.records import RequestRecord, RunManifest, SequentialStop, ServerLayout, parse_record
+from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
+from quantgate.io.fingerprint import weights_fingerprint
+from quantgate.io.modeldir import check_model_dir
+from quantgate.schema.run import RequestRecord, RunManifest, SequentialStop, ServerLayout, parse_record
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
 from quantgate.serve.server import SharedServer, log_tail
@@ -78,8 +78,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
     folder; see ``fileio.recorded_path``). ``layout``: how a study placed this server, recorded when a
     server is started here (a resumed run with nothing to send keeps the layout it was served with). ``batches``: levels
     served batch by batch instead of all pages at once (``PageBatches``; ``on_level`` then gets None for the count)."""
-    from quantgate.heldout import load_pageset
-    from quantgate.records import DEFAULT_PROMPT
+    from quantgate.pages import load_pageset
+    from quantgate.schema.run import DEFAULT_PROMPT
 
     variant, out = Path(variant), Path(out)
     prompt = prompt or DEFAULT_PROMPT

@@ -218,7 +218,7 @@ def started(backend, model: Path, log_path: Path, log: Callable[[str], None] = p
     it (or the backend's running endpoint). Shared by ``serve`` and ``lmeval``. ``env``: variables set for
     this server only, over the backend's own (a study's ``server_env``, its GPU)."""
     if backend.serves_local_weights:
-        from quantgate.modeldir import check_model_dir
+        from quantgate.io.modeldir import check_model_dir
 
         check_model_dir(model)  # safetensors only, no remote code: before a server spends minutes on it
     server = backend.server(Path(model), log_path)

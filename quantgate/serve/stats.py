@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantgate.records import LevelStats, RequestRecord
+from quantgate.schema.run import LevelStats, RequestRecord
 
 
 def _pct(values: list[float]) -> dict[str, float | None]:

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 
 from quantgate.errors import InputError, QuantgateError
-from quantgate.fileio import safe_join, sha256_file
+from quantgate.io.fileio import safe_join, sha256_file
 
 PASS, REGRESSION, INCONCLUSIVE, INVALID = 0, 1, 2, 3
 _FLOAT_TOL = dict(rel_tol=1e-9, abs_tol=1e-12)  # recomputation on the same code: equal to the last bits
@@ -45,10 +45,10 @@ class _Invalid(InputError):
 
 
 def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[str]]:
-    from quantgate.records import parse_record
-    from quantgate.reports.schema import SUMMARY, load_summary
-    from quantgate.scoring.metrics import check_margin
-    from quantgate.scoring.stats import MIN_PAGES, holm
+    from quantgate.judge.stats import MIN_PAGES, holm
+    from quantgate.schema.run import parse_record
+    from quantgate.schema.summary import SUMMARY, load_summary
+    from quantgate.score.metrics import check_margin
     from quantgate.study.spec import Study, check_statistics, load_study
 
     rep = load_summary(out)
@@ -152,9 +152,9 @@ def _consistent(rep, st, where: str) -> None:
 def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
-    from quantgate.fingerprint import weights_fingerprint
-    from quantgate.records import RunManifest
-    from quantgate.records_files import VariantManifest, read_record_file
+    from quantgate.io.fingerprint import weights_fingerprint
+    from quantgate.schema.run import RunManifest
+    from quantgate.schema.variant import VariantManifest, read_record_file
     from quantgate.study.lmeval import lmeval_files
     from quantgate.study.verdicts import relative_inside, used_score_files
 
@@ -204,8 +204,8 @@ def _remake(rep, st, out: Path, where: str, decisions: dict) -> tuple[list[dict]
     """Every verdict again, from the hashed files only, with the judged pages bound to the page set."""
     import json
 
-    from quantgate.fileio import read_jsonl
-    from quantgate.scoring.scores import read_scores
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.score.scores import read_scores
     from quantgate.study.verdicts import study_verdicts
 
     pages_file = safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages")

@@ -55,9 +55,9 @@ class PageFacts:
 
 
 def inspect_model(model: Path) -> ModelFacts:
-    from quantgate.modeldir import check_model_dir
+    from quantgate.io.modeldir import check_model_dir
     from quantgate.quantize.plan import make_plan, model_modules
-    from quantgate.recipes import NEEDS_CALIBRATION, list_presets, load_recipe
+    from quantgate.quantize.recipes import NEEDS_CALIBRATION, list_presets, load_recipe
 
     model = Path(model)
     if not model.is_dir():
@@ -104,8 +104,8 @@ def _token_counter(model: Path):
 def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: Path | None = None,
                   import_to: Path | None = None) -> PageFacts:
     """A page set as is, or a folder/file of images and PDFs imported into ``import_to``."""
-    from quantgate.heldout import load_pageset
-    from quantgate.heldout.importer import ImportOptions, import_pages
+    from quantgate.pages import load_pageset
+    from quantgate.pages.importer import ImportOptions, import_pages
 
     pages = Path(pages)
     imported = None
@@ -154,7 +154,7 @@ def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
 
 def default_margin(metric: str) -> tuple[float, str]:
     """The metric registry's declared margin when it has one, else the demo's."""
-    from quantgate.scoring import get_metric
+    from quantgate.score import get_metric
 
     m = getattr(get_metric(metric), "default_margin", None)
     return (float(m), "the metric registry's default") if m is not None else (FALLBACK_MARGINS.get(metric, 0.01),
@@ -178,7 +178,7 @@ def _flow(obj) -> str:
 
 
 def check_variants(mf: ModelFacts, variants: list[str] | None) -> None:
-    from quantgate.recipes import list_presets
+    from quantgate.quantize.recipes import list_presets
 
     for v in variants or []:
         if v not in mf.presets:
@@ -289,7 +289,7 @@ def write_study(yaml_path: Path, text: str, overwrite: bool = False) -> None:
     """Validate the text as a study (the same loader `quantgate study` uses), then write it atomically."""
     import tempfile
 
-    from quantgate.fileio import atomic_write_text
+    from quantgate.io.fileio import atomic_write_text
     from quantgate.study.spec import load_study
 
     yaml_path = Path(yaml_path)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import safe_join
-from quantgate.fingerprint import weights_fingerprint
+from quantgate.io.fileio import safe_join
+from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.study.spec import Study, resolve_path
 
 

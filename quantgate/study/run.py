@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantgate.console import Console, console_for
-from quantgate.fileio import atomic_write_json, exclusive_lock
+from quantgate.io.console import Console, console_for
+from quantgate.io.fileio import atomic_write_json, exclusive_lock
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
@@ -71,9 +71,9 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
               stop_after: str | None = None, log: Callable[[str], None] | None = None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests. ``log``:
     instead of a console, every line (stages and details) goes to this function."""
-    from quantgate.heldout import load_pageset
-    from quantgate.reports import build_report, write_reports
-    from quantgate.scoring import load_predictions, parse_metric_list, score_pages, write_scores
+    from quantgate.pages import load_pageset
+    from quantgate.report import build_report, write_reports
+    from quantgate.score import load_predictions, parse_metric_list, score_pages, write_scores
 
     t_start = time.time()
     console = console or (console_for(log) if log else Console())
@@ -144,7 +144,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
 def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
     """The study's page set: its folder, or the synthetic set under ``out/pages``, rebuilt when the recorded
     spec differs from the study's (``heldout.synth_reuse``)."""
-    from quantgate.heldout.synth_reuse import ensure_synth_pages
+    from quantgate.pages.synth_reuse import ensure_synth_pages
 
     if not st.pages.synth:
         return resolve_path(base, st.pages.path)
@@ -181,7 +181,7 @@ def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clo
 
 def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
     """One (not yet started) server per variant, each stopped when ``stack`` closes, whatever happens."""
-    from quantgate.records import ServerLayout
+    from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.serve.server import SharedServer
 
@@ -318,7 +318,7 @@ def _levels(rdir: Path) -> list[dict[str, Any]]:
 def judged_pages(pages_dir: Path, out: Path) -> Path:
     """The judged page set's pages.jsonl inside the study folder: the set's own when it lies there (synthetic
     pages), else a copy (``judged-pages.jsonl``), so the gate can re-hash it wherever the folder goes."""
-    from quantgate.fileio import atomic_write_bytes
+    from quantgate.io.fileio import atomic_write_bytes
 
     src = Path(pages_dir) / "pages.jsonl"
     if relative_inside(src, out) is not None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from quantgate.errors import InputError
-from quantgate.fileio import read_jsonl
-from quantgate.records import SequentialStop
-from quantgate.scoring.sequential import SequentialDecision, page_order, plan_looks, sequential_decide, stop_line
+from quantgate.io.fileio import read_jsonl
+from quantgate.judge.sequential import SequentialDecision, page_order, plan_looks, sequential_decide, stop_line
+from quantgate.schema.run import SequentialStop
 from quantgate.study.spec import Study, effective_margins
 
 __all__ = ["FixedPass", "Plan", "SequentialPass", "accuracy_pass", "judged_ids", "level_rows", "make_plan", "replay",
@@ -59,7 +59,7 @@ def make_plan(st: Study, ids: list[str]) -> Plan:
 
 
 def _oriented(st: Study, ids: list[str], base: dict, cand: dict, noise: dict | None):
-    from quantgate.scoring import get_metric
+    from quantgate.score import get_metric
 
     d, e = {}, ({} if noise is not None else None)
     for m in st.metrics:
@@ -111,10 +111,10 @@ def verdict_rows(st: Study, plan: Plan, dec: SequentialDecision, variant: str, b
                  noise: dict | None) -> list[dict]:
     """One ``Verdict`` row per metric (variant first), from each metric's decision at the look it was decided
     at (the pass's last look when undecided): the pages of that look, the interval at its nominal level."""
-    from quantgate.records import Verdict
-    from quantgate.scoring import get_metric
-    from quantgate.scoring.compare import POWER_METHOD, _changed, explain
-    from quantgate.scoring.stats import DEFAULT_POWER
+    from quantgate.judge.compare import POWER_METHOD, _changed, explain
+    from quantgate.judge.stats import DEFAULT_POWER
+    from quantgate.schema.run import Verdict
+    from quantgate.score import get_metric
 
     rows = []
     for m in st.metrics:
@@ -166,7 +166,7 @@ class SequentialPass:
 
     def __init__(self, st: Study, plan: Plan, ps, run_dir: Path, level: int, base: dict, noise: dict | None,
                  on_look=None):
-        from quantgate.scoring import parse_metric_list
+        from quantgate.score import parse_metric_list
 
         self.st, self.plan, self.ps, self.run_dir, self.level = st, plan, ps, Path(run_dir), level
         self.base, self.noise, self.on_look = base, noise, on_look
@@ -179,7 +179,7 @@ class SequentialPass:
         self._stale = {(r.page_id, r.end) for r in _latest(self.run_dir, level) if r.error is not None}
 
     def _cand(self) -> dict[str, dict]:
-        from quantgate.scoring import score_pages
+        from quantgate.score import score_pages
 
         preds = {r.page_id: (r.output if r.error is None else None)
                  for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
@@ -224,7 +224,7 @@ class FixedPass:
 
 def level_rows(st: Study, ps, run_dir: Path, level: int) -> dict[str, dict]:
     """A run's score rows at one level, for the pages it has records of (as the score stage writes them)."""
-    from quantgate.scoring import load_predictions, parse_metric_list, score_pages
+    from quantgate.score import load_predictions, parse_metric_list, score_pages
 
     preds = load_predictions(run_dir, ps, st.split, level)
     rows = score_pages(ps, preds, parse_metric_list(st.metrics), st.split, only=set(preds))

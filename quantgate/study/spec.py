@@ -11,8 +11,8 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from quantgate.errors import InputError
-from quantgate.records import DEFAULT_PROMPT, parse_record
-from quantgate.scoring.stats import MIN_PAGES, MIN_RESAMPLES
+from quantgate.judge.stats import MIN_PAGES, MIN_RESAMPLES
+from quantgate.schema.run import DEFAULT_PROMPT, parse_record
 from quantgate.serve.backends.derive import default_study_backend, study_backend_type
 
 
@@ -86,7 +86,7 @@ class LmEvalSpec(_S):
 
 class SequentialSpec(_S):
     """``sequential:``: serve the accuracy pass in a seeded random order, in batches, and stop a candidate
-    once every verdict is decisive (``quantgate.scoring.sequential``; docs/statistics.md, "Sequential
+    once every verdict is decisive (``quantgate.judge.sequential``; docs/statistics.md, "Sequential
     verdicts in a study"). Give ``looks`` (equally spaced) or ``step`` (pages between looks), not both."""
 
     looks: PositiveInt | None = None  # equally spaced looks over the page budget (4: every 25%); default 4
@@ -162,7 +162,7 @@ def load_study(path: Path) -> Study:
     if not isinstance(obj, dict):
         raise InputError(f"{path}: a study is a YAML mapping")
     st = parse_record(Study, obj, where=str(path))
-    from quantgate.scoring import get_metric
+    from quantgate.score import get_metric
 
     for m in st.metrics:
         try:
@@ -196,7 +196,7 @@ def check_statistics(st: Study, where: str) -> None:
     """The numbers a verdict rests on, checked before any page is drawn or server started (and by the
     gate, on the study a summary.json echoes): each margin finite, > 0 and below its metric's range,
     for a metric the study computes; seed >= 0; resamples >= MIN_RESAMPLES; min_pages >= 2."""
-    from quantgate.scoring.metrics import check_margin
+    from quantgate.score.metrics import check_margin
 
     for m, value in st.margins.items():
         if m not in st.metrics:
@@ -217,7 +217,7 @@ def check_statistics(st: Study, where: str) -> None:
 
 
 def effective_margins(st: Study) -> dict[str, float]:
-    from quantgate.scoring import get_metric
+    from quantgate.score import get_metric
 
     return {m: float(st.margins[m]) if m in st.margins else get_metric(m).margin for m in st.metrics}
 

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from quantgate.console import Console, Stage
-from quantgate.fileio import append_jsonl
-from quantgate.records import BudgetRow, Record, TimeBudget
+from quantgate.io.console import Console, Stage
+from quantgate.io.fileio import append_jsonl
+from quantgate.schema.run import BudgetRow, Record, TimeBudget
 
 TIMINGS = "timings.jsonl"
 StageName = Literal["pages", "quantize", "server_start", "pages_run", "lmeval", "score", "report"]
@@ -74,8 +74,8 @@ def time_budget(st, out: Path, clock: Clock, now: float | None = None) -> TimeBu
     under way (the report stage, while the report is built); generation from the request records inside each
     page stage's window (``requests.jsonl``: each request from send, after its image was read, to its last
     byte). Overhead: everything that is not a server start, generation or lm-eval."""
-    from quantgate.fileio import read_jsonl
-    from quantgate.records import RequestRecord
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.schema.run import RequestRecord
 
     now = time.time() if now is None else now
     out = Path(out)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.fileio import sha256_file
+from quantgate.io.fileio import sha256_file
 from quantgate.study.spec import Study, effective_margins
 
 SCORES = "scores"
@@ -42,7 +42,7 @@ def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]], pages_file:
     score file's study-relative path to its rows (``scoring.read_scores``). A sequential study
     (``study.sequential``) needs the judged ``pages_file`` (the serving order is made from it) and puts
     each candidate's ``SequentialDecision`` into ``decisions``."""
-    from quantgate.scoring import compare_scores
+    from quantgate.judge.compare import compare_scores
 
     c0, noise_level = levels(st)
     base = read(score_file(st.baseline, c0))
@@ -89,7 +89,7 @@ def _sequential_verdicts(st, read, base, noise, pages_file, decisions) -> list[d
 
 def adjust_family(rows: list[dict]) -> list[dict]:
     """``p_regression_holm`` over every verdict of the study (page and lm-eval ones together)."""
-    from quantgate.scoring.stats import holm
+    from quantgate.judge.stats import holm
 
     adj = holm([r["p_regression"] for r in rows]) if rows else []
     return [{**r, "p_regression_holm": a} for r, a in zip(rows, adj, strict=True)]
@@ -100,7 +100,7 @@ def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] 
                    ) -> tuple[list[dict], list[dict] | None]:
     """(page verdict rows, lm-eval verdict rows or None), family-adjusted. ``pages_file``, ``decisions``:
     for a sequential study (``page_verdicts``)."""
-    from quantgate.scoring.scores import read_scores
+    from quantgate.score.scores import read_scores
     from quantgate.study.lmeval import lmeval_verdicts
 
     read = read or (lambda rel: read_scores(Path(out) / rel))

@@ -9,7 +9,7 @@ from quantgate.study.spec import Study
 
 def worst_pages(st: Study, ps, out: Path, scores, c0: int, k: int = 3) -> dict[str, list[dict]]:
     """Per variant, the pages where it fell furthest behind the baseline on the first metric."""
-    from quantgate.scoring import get_metric
+    from quantgate.score import get_metric
     from quantgate.serve import load_records
 
     metric = get_metric(st.metrics[0])

@@ -3,7 +3,7 @@ study's held-out pages are all within noise. ``policy`` decides what follows a t
 ``loop`` runs trials and records them; ``study`` writes and reads each trial's study; ``records``
 types the files."""
 
+from quantgate.schema.tune import Trial, TuneFile
 from quantgate.tune.loop import Tuner, tune
-from quantgate.tune.records import Trial, TuneFile
 
 __all__ = ["Trial", "TuneFile", "Tuner", "tune"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from quantgate.errors import InputError
-from quantgate.fileio import (
+from quantgate.io.fileio import (
     append_jsonl,
     atomic_write_bytes,
     atomic_write_json,
@@ -30,9 +30,9 @@ from quantgate.fileio import (
     read_jsonl,
     sha256_file,
 )
-from quantgate.records import parse_record
+from quantgate.schema.run import parse_record
+from quantgate.schema.tune import Trial, TuneFile, TuneInputs
 from quantgate.tune import policy
-from quantgate.tune.records import Trial, TuneFile, TuneInputs
 from quantgate.tune.study import load_user_study, measured_of, run_study, study_settings_sha, trial_study
 
 TUNE_DIR = "tune"
@@ -188,14 +188,14 @@ class Tuner:
         return tf
 
     def _refresh_report(self) -> None:
-        from quantgate.reports import load_summary, write_reports
-        from quantgate.reports.schema import SUMMARY
+        from quantgate.report import load_summary, write_reports
+        from quantgate.schema.summary import SUMMARY
 
         if (self.out / SUMMARY).is_file():
             write_reports(load_summary(self.out), self.out)
 
     def _available(self) -> int | None:
-        from quantgate.heldout import load_pageset
+        from quantgate.pages import load_pageset
         from quantgate.study.spec import resolve_path
 
         d = self.out / "pages" if self.st.pages.synth else resolve_path(self.base, self.st.pages.path)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quantgate.sensitivity.model import SensitivityFile
-from quantgate.tune.records import Action, Measured, Outcome
+from quantgate.schema.sensitivity import SensitivityFile
+from quantgate.schema.tune import Action, Measured, Outcome
 
 FAILING = ("regression", "not_equivalent", "inconclusive")
 # reasons where the interval, not the recipe, is the problem: more pages can decide them

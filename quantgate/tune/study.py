@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from quantgate.errors import InputError
-from quantgate.tune.records import Measured
+from quantgate.schema.tune import Measured
 
 
 def study_settings_sha(st) -> str:
@@ -21,7 +21,7 @@ def study_settings_sha(st) -> str:
 
 
 def _recipe_ref(recipe: str, base: Path) -> str:
-    from quantgate.recipes import PRESETS_DIR
+    from quantgate.quantize.recipes import PRESETS_DIR
 
     if (PRESETS_DIR / f"{recipe}.yaml").is_file():
         return recipe

@@ -1,5 +1,5 @@
 # Sourced by the session's scripts (launch.sh, gpu0.sh, gpu1.sh, collect.sh), from a project root.
-#   QG_DRY_RUN=1     CPU dry run: the fake vLLM (quantgate.testing.fake_vllm) serves, tiny carried fixtures stand in
+#   QG_DRY_RUN=1     CPU dry run: the fake vLLM (tests.support.fake_vllm) serves, tiny carried fixtures stand in
 #                    for the 4B checkpoints, GPU-only steps are recorded as skipped; work under /tmp/qgdry
 #   QG_BUDGET_S      seconds from launch to the session's global deadline (default 1440: 24 min)
 #   QG_STUDIES_DIR   where gpu1.sh looks for study YAMLs (default benchmarks/gpu/session/studies)
@@ -8,7 +8,7 @@ S=benchmarks/gpu/session
 if [ "${QG_DRY_RUN:-0}" = 1 ]; then
   PY=${QG_PY:-python3}
   export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-  export QUANTGATE_VLLM="$PY -m quantgate.testing.fake_vllm"
+  export QUANTGATE_VLLM="$PY -m tests.support.fake_vllm"
   W=${QG_WORK:-/tmp/qgdry}
   QQPY=$PY   # the dev environment has llmcompressor and compressed-tensors
   VPY=$PY

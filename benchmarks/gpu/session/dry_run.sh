@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole session on this CPU machine: the fake vLLM serves (quantgate.testing.fake_vllm), the carried tiny
+# The whole session on this CPU machine: the fake vLLM serves (tests.support.fake_vllm), the carried tiny
 # fixtures stand in for the 4B checkpoints, GPU-only steps are recorded as skipped; a tiny study and a CPU-sized
 # serving-option study (then serving_options.json) exercise the study slot. Exercises launch → jobs (steps,
 # deadline, JSON written as steps end) → collect (packing).

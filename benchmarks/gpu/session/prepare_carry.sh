@@ -17,7 +17,7 @@ mkdir -p "$C" .whl
 grep -qx '.gpu-carry/' .gitignore || echo '.gpu-carry/' >> .gitignore
 [ -d $C/p4mp ] || $PY -m quantgate pages synth -o $C/p4mp --n 100 --seed 11 --page-size 1700x2400 --noise 0
 [ -d $C/q200 ] || $PY -m quantgate pages synth -o $C/q200 --n 250 --seed 7 --profile reader
-[ -d $C/q25-bf16 ] || $PY -c "from quantgate.testing import fixtures; fixtures.build('qwen2_5_vl', '$C/q25-bf16')"
+[ -d $C/q25-bf16 ] || $PY -c "from tests.support import fixtures; fixtures.build('qwen2_5_vl', '$C/q25-bf16')"
 for r in fp8-dynamic nvfp4; do
   [ -d $C/q25-$r ] || $PY -m quantgate quantize $C/q25-bf16 --recipe $r --calibration $C/q200 --samples 4 \
     --device cpu -o $C/q25-$r 2>&1 | grep -v 'it/s]' | tail -2

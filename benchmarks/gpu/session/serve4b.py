@@ -57,7 +57,7 @@ class Session:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
     def save(self) -> None:
-        from quantgate.fileio import atomic_write_json
+        from quantgate.io.fileio import atomic_write_json
 
         atomic_write_json(self.speed_path, self.speed)
         if self.profiles:
@@ -304,7 +304,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    from quantgate.heldout import load_pageset
+    from quantgate.pages import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     ps = load_pageset(a.pages)

@@ -169,7 +169,7 @@ def compare(y, x, w, bias, scheme: dict, params) -> dict:
 def _page_messages(pages: Path, prompt: str) -> list[dict]:
     import base64
 
-    from quantgate.heldout import load_pageset
+    from quantgate.pages import load_pageset
 
     ps = load_pageset(pages)
     png = ps.image_bytes(ps.split("heldout")[0])
@@ -182,7 +182,7 @@ def measure(a: argparse.Namespace) -> dict:
     import torch
     from safetensors.torch import load_file
 
-    from quantgate.records import DEFAULT_PROMPT
+    from quantgate.schema.run import DEFAULT_PROMPT
 
     meta = json.loads(a.ref.with_suffix(".json").read_text())
     ref = load_file(str(a.ref.with_suffix(".safetensors")))

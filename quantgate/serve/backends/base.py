@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
-from quantgate.records import EngineSettings
+from quantgate.schema.run import EngineSettings
 
 if TYPE_CHECKING:
-    from quantgate.records import RunNumerics
+    from quantgate.schema.run import RunNumerics
     from quantgate.serve.server import ManagedServer
 
 

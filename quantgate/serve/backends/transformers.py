@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field
 
 from quantgate.errors import InputError
-from quantgate.records import EngineSettings
+from quantgate.schema.run import EngineSettings
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from quantgate.errors import InputError
-from quantgate.records import EngineSettings
+from quantgate.schema.run import EngineSettings
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 
 VLLM_ENV = "QUANTGATE_VLLM"

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from quantgate.cli._args import concurrency_level, existing_path, print_json
+
+# The registry's margins, spelled out so that building the parser imports no numpy; a test keeps them equal.
+DEFAULT_MARGINS = "ned 0.01, cer 0.01, wer 0.02, bow_f1 0.01, table_teds 0.02, checks 0.02"
+
+
+def register(sub) -> None:
+    s = sub.add_parser("score", help="score predictions (a run, or a folder of .md files) against a page set",
+                       description="Score each page's prediction against its truth and checks. PREDICTIONS is a "
+                       "run folder (its requests.jsonl) or a folder of <page_id>.md/.txt from any parser. Empty or "
+                       "failed predictions get the metric's worst value and are counted.")
+    s.add_argument("--pages", required=True, type=existing_path, help="page-set folder")
+    s.add_argument("--predictions", required=True, type=existing_path)
+    s.add_argument("-o", "--output", required=True, type=Path, help="scores.jsonl to write")
+    s.add_argument("--metrics", default=None, help="comma list (default: all): ned,cer,wer,bow_f1,table_teds,checks")
+    s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
+    s.add_argument("--concurrency", type=concurrency_level, default=None,
+                   help="which level of a run to score (default: lowest)")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.set_defaults(func=cmd_score)
+
+    c = sub.add_parser("compare", help="paired verdict: is CANDIDATE within noise of BASELINE on a metric?",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="""\
+Pair two score files by page and test the mean page difference against a declared margin
+(docs/statistics.md). Default: non-inferiority, one-sided at 95%:
+  within_noise  the candidate is at worst MARGIN worse (the 90% interval's lower end is above -margin)
+  regression    it is worse by more than MARGIN (the whole interval lies beyond -margin)
+  inconclusive  neither, fewer than 30 pages, or a noise floor above the margin; the verdict says
+                why (reason) and how many pages would decide it at 80% power
+The interval is a seeded studentized bootstrap (Hall's skewness-corrected t). --noise (the baseline
+scored again, e.g. at another concurrency, on the same pages) gives the noise floor: shown beside the
+verdict, never added to the margin; above the margin the verdict is inconclusive.
+Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
+                       epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
+    c.add_argument("baseline", type=existing_path)
+    c.add_argument("candidate", type=existing_path)
+    c.add_argument("--metric", required=True)
+    c.add_argument("--noise", type=existing_path, help="scores of a second baseline run on the same pages")
+    c.add_argument("--margin", type=_margin, default=None,
+                   help="declared margin in the metric's units, > 0 (default: the metric's, listed below)")
+    t = c.add_mutually_exclusive_group()
+    t.add_argument("--equivalence", action="store_true",
+                   help="two-sided: both ends inside ±margin (a candidate suspiciously *better* fails too)")
+    t.add_argument("--exact", action="store_true",
+                   help="pass only when every page's output text is identical (by the score files' output_sha256)")
+    c.add_argument("--seed", type=_seed, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
+    c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compare)
+
+
+def _margin(s: str) -> float:
+    import math
+
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{s} must be a finite number > 0 (for exact equality use --exact)")
+    return v
+
+
+def _seed(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
+    return v
+
+
+def _resamples(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
+    if v < 1000:
+        raise argparse.ArgumentTypeError(f"{s} must be >= 1000 (a 5% tail needs at least ~1,000 resamples)")
+    return v
+
+
+def cmd_score(a: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from quantgate.pages import load_pageset
+    from quantgate.score import load_predictions, parse_metric_list, score_pages, summarize, write_scores
+
+    ps = load_pageset(a.pages)
+    metrics = parse_metric_list(a.metrics)
+    preds = load_predictions(a.predictions, ps, a.split, a.concurrency)
+    pages = ps.split(a.split)
+    with tqdm(total=len(pages), desc="scoring", unit="page", file=sys.stderr, disable=None) as bar:
+        rows = score_pages(ps, preds, metrics, a.split, progress=lambda _: bar.update(1))
+    write_scores(a.output, rows)
+    summ = summarize(rows, metrics)
+    n_empty = sum(r["empty"] for r in rows)
+    n_missing = sum(r.get("error") == "missing" for r in rows)
+    if a.json:
+        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "metrics": summ})
+        return 0
+    print(f"{'metric':<12}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI")
+    for s in summ:
+        if s["mean"] is None:
+            print(f"{s['metric']:<12}{'':>7}{0:>7}{'n/a':>10}")
+            continue
+        print(f"{s['metric']:<12}{s['direction']:>7}{s['n']:>7}{s['mean']:>10.4f}   [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]")
+    print(f"{len(rows)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
+    return 0
+
+
+EXIT = {"within_noise": 0, "regression": 1, "not_equivalent": 1, "inconclusive": 2}
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from quantgate.judge.compare import compare_files
+
+    v = compare_files(a.baseline, a.candidate, a.metric, noise=a.noise, margin=a.margin, seed=a.seed,
+                      n_resamples=a.resamples, allow_missing=a.allow_missing, equivalence=a.equivalence,
+                      exact=a.exact)
+    if a.json:
+        print_json(v.model_dump())
+        return EXIT[v.verdict]
+    better = "higher" if v.higher_is_better else "lower"
+    test = {"non_inferiority": f"non-inferiority, one-sided {1 - v.alpha:.0%}",
+            "equivalence": f"equivalence, two one-sided tests at {1 - v.alpha:.0%}", "exact": "exact outputs"}[v.test]
+    print(f"{v.metric} ({better} is better), {v.n} paired pages, {test}: {v.verdict.upper()} ({v.reason})")
+    print(f"  {v.message}")
+    print(f"  baseline {v.baseline_mean:.4f}  candidate {v.candidate_mean:.4f}  delta {v.delta:+.4f} "
+          f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] ({v.confidence:.0%} interval, {v.interval}, {v.n_resamples} "
+          f"resamples, seed {v.seed})")
+    nf = "not measured (no --noise)" if v.noise_floor is None else f"{v.noise_floor:.4f} (shift {v.noise_delta:+.4f})"
+    print(f"  margin {v.margin:.4f} ({'default for ' + v.metric if v.margin_source == 'registry' else 'given'}), "
+          f"noise floor {nf}")
+    if v.pages_changed is not None:
+        print(f"  {v.pages_changed} of {v.pages_compared} pages' outputs changed")
+    if v.missing_pages:
+        print(f"  {len(v.missing_pages)} page(s) not in every file, left out: {', '.join(v.missing_pages[:10])}")
+    return EXIT[v.verdict]

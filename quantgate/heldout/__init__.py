@@ -1,5 +1,0 @@
-"""Page sets: import, synthesise, split, check. Imports no other stage."""
-
-from quantgate.heldout.pageset import PageSet, check_pageset, load_pageset, pageset_stats, split_of
-
-__all__ = ["PageSet", "check_pageset", "load_pageset", "pageset_stats", "split_of"]

@@ -1,0 +1,243 @@
+"""Group-sequential verdicts: serve pages in a seeded random order, look at the verdicts after each
+batch, and stop a variant's accuracy pass as soon as every verdict is decisive (docs/statistics.md,
+"Sequential verdicts"; simulated in benchmarks/sequential_verdicts.py).
+
+Each look k (after n_k pages) runs the fixed-design verdict of ``stats`` on the first n_k pages, at a
+nominal one-sided level α_k instead of 5%: non-inferiority passes when the lower end of the
+(1 − 2α_k) interval clears −margin, a regression is called when the upper end lies below −margin.
+α_k = 1 − Φ(c_k), where c_1, c_2, … are Lan–DeMets alpha-spending boundaries for the z statistics of the
+nested page sets (joint normal, corr(Z_j, Z_k) = √(n_j/n_k)): the chance of ever crossing, at a
+true shift of exactly one margin, is the spent alpha, 5% by the last look. Each side (pass,
+regression) spends its own 5%; stopping on one side only removes chances to cross the other, so
+each error stays at or below its 5%. A metric's verdict is frozen at the look where it first
+became decisive; the pass stops when all are, or at the last look, which spends what is left.
+The boundaries: ``quantgate.judge.boundaries``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+import numpy as np
+
+from quantgate.errors import InputError
+from quantgate.judge import stats
+from quantgate.judge.boundaries import (
+    ALPHA,
+    LookBoundary,
+    Spending,
+    check_looks,
+    design,
+    repeated_p,
+)
+from quantgate.schema.run import ReasonName, Record, VerdictName
+from quantgate.score.metrics import check_margin
+
+SCHEMA_VERSION = 1
+DECISIVE = ("within_noise", "regression", "not_equivalent")
+# The first look: the interval is calibrated at 5% from 30 pages (MIN_PAGES), but early looks test at
+# far smaller levels, where 30 skewed pages are not: at a nominal 0.1% they pass a candidate one margin
+# worse 1.5% of the time, 60 pages 0.35% (benchmarks/sequential_verdicts.py, "small_n"); a plan whose
+# first look is at 30 pages falsely passed 6.0% of 400-page skewed studies, from 60 pages 5.2%.
+FIRST_LOOK = 2 * stats.MIN_PAGES
+
+
+# --- the plan: looks and page order ----------------------------------------------------------
+
+def plan_looks(n_max: int, *, first: int | None = None, step: int | None = None, n_looks: int | None = None,
+               min_pages: int = stats.MIN_PAGES) -> list[int]:
+    """Page counts at which to look. ``n_looks``: equally spaced fractions of ``n_max`` (every 25% is
+    ``n_looks=4``); ``step``: every ``step`` pages. No look before ``first`` (default FIRST_LOOK, 60
+    pages; never below ``min_pages``, under which no verdict is decisive). A look less than half a
+    step after the previous one is dropped (the final look at ``n_max`` replaces it), so no look is
+    spent on a handful of pages."""
+    for name, v in (("n_max", n_max), ("first", first), ("step", step), ("n_looks", n_looks)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name} {v!r}: must be a positive integer")
+    if (step is None) == (n_looks is None):
+        raise InputError("give either step (pages between looks) or n_looks (equally spaced looks), not both")
+    first = max(min_pages, FIRST_LOOK if first is None else first)
+    if n_max <= first:
+        return [n_max] if n_max >= 2 else check_looks([n_max])
+    if n_looks is not None:
+        raw = [round(n_max * k / n_looks) for k in range(1, n_looks + 1)]
+        spacing = n_max / n_looks
+    else:
+        raw = list(range(step, n_max + 1, step))
+        spacing = step
+    looks: list[int] = []
+    for n in sorted({max(n, first) for n in raw if n < n_max} | {n_max}):
+        if looks and n - looks[-1] < spacing / 2:  # too close to the last look to be worth one
+            if n == n_max:
+                looks[-1] = n_max
+            continue
+        looks.append(n)
+    return looks
+
+
+def page_order(page_ids, seed: int) -> list[str]:
+    """The seeded random order in which to serve pages: by SHA-256 of (seed, page id), so it does
+    not depend on the order the ids come in, on numpy, or on which other pages are in the set."""
+    ids = [str(i) for i in page_ids]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(f"page ids repeat: {dup[:10]}; each page must appear once")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"seed {seed!r}: must be an integer >= 0")
+    return sorted(ids, key=lambda i: hashlib.sha256(f"{seed}\x00{i}".encode()).hexdigest())
+
+
+# --- one look ----------------------------------------------------------------------------------
+
+def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *, floor=None,
+                  equivalence: bool = False, min_pages: int = stats.MIN_PAGES, moments=None):
+    """The fixed-design verdict at a look's nominal level, for S studies at once (``d`` is (S, n),
+    oriented; ``indices`` from ``stats.resample_indices``; ``moments`` from ``stats.bootstrap_moments``
+    when several levels are judged on the same pages): verdict and reason codes and the bounds."""
+    d = np.atleast_2d(np.asarray(d, dtype=np.float64))
+    b = stats.paired_bounds(d, margin, nominal_alpha, indices, moments=moments)
+    v, r = stats.classify(d.shape[1], b.mean, b.lo, b.hi, np.all(d == 0, axis=1), floor, margin,
+                          equivalence=equivalence, min_pages=min_pages)
+    return v, r, b
+
+
+# --- the decision at a look --------------------------------------------------------------------
+
+class SequentialMetric(Record):
+    """One metric's verdict at the current look (frozen at ``decided_at_look`` once decisive).
+    Mean and interval are oriented (higher is better), from the pages of the look it was decided at."""
+
+    metric: str
+    verdict: VerdictName
+    reason: ReasonName
+    decisive: bool
+    decided_at_look: int | None
+    pages: int  # pages with a value for this metric at that look
+    mean: float | None
+    ci_low: float | None  # (1 − 2·nominal_alpha) interval: each end a one-sided test at nominal_alpha
+    ci_high: float | None
+    nominal_alpha: float
+    interval: Literal["studentized_hall", "bca", "percentile", "degenerate"] | None
+    margin: float
+    noise_floor: float | None  # one-sided 95% bound, as in the fixed design: a guard, not the test
+    p_regression_nominal: float | None  # at that look, against nominal_alpha
+    p_regression: float  # repeated p-value over the looks so far: compare with alpha; Holm-adjust a family
+
+
+class SequentialDecision(Record):
+    """What the report records for a variant's accuracy pass: the plan, where it stopped and why,
+    the boundary of every look and the alpha spent, and each metric's verdict."""
+
+    schema_version: int = SCHEMA_VERSION
+    test: Literal["non_inferiority", "equivalence"]
+    spending: Spending
+    alpha: float  # one-sided, each side, over all looks
+    n_max: int  # planned page budget
+    looks: list[int]
+    plan: list[LookBoundary]
+    seed: int  # bootstrap seed (the page order has its own)
+    n_resamples: int
+    min_pages: int
+    look: int  # 1-based: the look just made
+    pages_used: int
+    alpha_spent: float  # cumulative, at this look
+    stop: bool
+    stop_reason: Literal["all_decisive", "page_budget"] | None
+    metrics: dict[str, SequentialMetric]
+
+
+def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending, seed, n_resamples,
+              equivalence, min_pages, best_p) -> SequentialMetric:
+    d = d[: bound.pages]
+    keep = ~np.isnan(d)  # a page without a value for this metric (e.g. no table) is left out
+    d = d[keep]
+    n = len(d)
+    if n < 2:
+        return SequentialMetric(metric=metric, verdict="inconclusive", reason="too_few_pages", decisive=False,
+                                decided_at_look=None, pages=n, mean=float(d.mean()) if n else None, ci_low=None,
+                                ci_high=None, nominal_alpha=bound.nominal_alpha, interval=None, margin=margin,
+                                noise_floor=None, p_regression_nominal=None, p_regression=best_p)
+    floor = None
+    if e is not None:
+        floor = stats.noise_floor(e[: bound.pages][keep], ALPHA, n_resamples, seed + 1)
+    v, r, b = look_verdicts(d[None, :], margin, bound.nominal_alpha, stats.resample_indices(n, n_resamples, seed),
+                            floor=floor, equivalence=equivalence, min_pages=min_pages)
+    verdict, reason = stats.VERDICTS[int(v[0])], stats.REASONS[int(r[0])]
+    p_nom = float(b.p_regression[0])
+    p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= min_pages else best_p
+    decisive = verdict in DECISIVE
+    return SequentialMetric(metric=metric, verdict=verdict, reason=reason, decisive=decisive,
+                            decided_at_look=bound.look if decisive else None, pages=n, mean=float(b.mean[0]),
+                            ci_low=float(b.lo[0]), ci_high=float(b.hi[0]), nominal_alpha=bound.nominal_alpha,
+                            interval=stats.INTERVALS[int(b.method[0])], margin=margin, noise_floor=floor,
+                            p_regression_nominal=p_nom, p_regression=p_rep)
+
+
+def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.ndarray], margins: dict[str, float], *,
+                      noise_by_metric: dict[str, np.ndarray] | None = None, previous: SequentialDecision | None = None,
+                      n_max: int | None = None, spending: Spending = "obrien_fleming", alpha: float = ALPHA,
+                      n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0, equivalence: bool = False,
+                      min_pages: int = stats.MIN_PAGES) -> SequentialDecision:
+    """The decision at ``look`` (1-based) of the plan ``looks``. ``d_by_metric``: per metric, the
+    oriented differences (higher is better; NaN where a page has no value) of the pages served so far,
+    *in ``page_order``*: at least ``looks[look-1]`` of them. ``noise_by_metric``: the baseline re-run
+    on the same pages, same order (optional). ``previous``: the decision at ``look - 1``, whose
+    decisive metrics stay frozen; without it the earlier looks are replayed (same seed, same answer)."""
+    plan = design(looks, n_max=n_max, alpha=alpha, spending=spending)
+    n_max = looks[-1] if n_max is None else n_max
+    if isinstance(look, bool) or not isinstance(look, int) or not 1 <= look <= len(looks):
+        raise InputError(f"look {look!r}: must be 1..{len(looks)} (a look of the plan {looks})")
+    if not d_by_metric:
+        raise InputError("no metrics to decide: d_by_metric is empty")
+    pages = looks[look - 1]
+    arrays, noise = {}, {}
+    for m, d in d_by_metric.items():
+        if m not in margins:
+            raise InputError(f"metric {m!r}: no margin given (margins has {sorted(margins)})")
+        arrays[m] = np.asarray(d, dtype=np.float64)
+        if arrays[m].ndim != 1 or len(arrays[m]) < pages:
+            raise InputError(f"metric {m!r}: {len(arrays[m])} page differences, but look {look} needs the first {pages}")
+        if noise_by_metric is not None and m in noise_by_metric:
+            noise[m] = np.asarray(noise_by_metric[m], dtype=np.float64)
+            if len(noise[m]) < pages or np.isnan(noise[m][:pages])[~np.isnan(arrays[m][:pages])].any():
+                raise InputError(f"noise run for {m!r}: must cover the first {pages} pages the comparison has")
+    margins = {m: check_margin(m, margins[m], where=f"margin for {m}") for m in arrays}
+    test = "equivalence" if equivalence else "non_inferiority"
+    if previous is not None:
+        # the looks already made must match; later ones may change (a budget that ended early)
+        same = (previous.looks[: look - 1] == list(looks[: look - 1]) and previous.n_max == n_max
+                and previous.spending == spending
+                and previous.alpha == alpha and previous.seed == seed and previous.test == test
+                and previous.n_resamples == n_resamples and previous.min_pages == min_pages)
+        if not same or previous.look != look - 1 or set(previous.metrics) != set(arrays):
+            raise InputError(f"previous decision (look {previous.look}) is not look {look - 1} of this plan with the "
+                             "same metrics and settings; pass previous=None to replay the looks")
+        if previous.stop:
+            raise InputError(f"the pass already stopped at look {previous.look} ({previous.stop_reason})")
+        start, state = look, dict(previous.metrics)
+    else:
+        start, state = 1, {}
+    for k in range(start, look + 1):
+        for m in arrays:
+            if m in state and state[m].decisive:
+                continue  # frozen at its decisive look
+            best = state[m].p_regression if m in state else 1.0
+            state[m] = _evaluate(m, arrays[m], noise.get(m), margins[m], plan[k - 1], looks, n_max, spending, seed,
+                                 n_resamples, equivalence, min_pages, best)
+        if k < look and all(s.decisive for s in state.values()):
+            raise InputError(f"the pass already stopped at look {k} (every verdict decisive); do not look again")
+    done = all(s.decisive for s in state.values())
+    last = look == len(looks)
+    return SequentialDecision(test=test, spending=spending, alpha=alpha, n_max=n_max, looks=list(looks), plan=plan,
+                              seed=seed, n_resamples=n_resamples, min_pages=min_pages, look=look, pages_used=pages,
+                              alpha_spent=plan[look - 1].alpha_spent, stop=done or last,
+                              stop_reason="all_decisive" if done else "page_budget" if last else None, metrics=state)
+
+
+def stop_line(dec: SequentialDecision) -> str:
+    """"stopped at look 2 of 4: 60 of 120 pages (every verdict decisive)" — the report's and console's line."""
+    why = {"all_decisive": "every verdict decisive", "page_budget": "the page budget ended"}.get(dec.stop_reason or "",
+                                                                                                "not finished")
+    return f"{'stopped' if dec.stop else 'at'} at look {dec.look} of {len(dec.looks)}: {dec.pages_used} of " \
+           f"{dec.n_max} pages ({why})"

@@ -1,0 +1,264 @@
+"""``quantgate pages import``: images and PDFs (plus truth and olmOCR-style checks) into a page set.
+
+The whole set is built in a temporary sibling folder and renamed into place at the end, so a
+failed import leaves nothing half-written."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from quantgate.errors import InputError, UnsafeInputError
+from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
+from quantgate.pages.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.schema.run import PageRecord, PageSetManifest, PageSource, parse_record
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
+# 4 MP: the page size OCR vendors report against. 64 MP is far above any real page scan at
+# 300 dpi (A4 ≈ 8.7 MP) and far below what would exhaust memory while decoding.
+DEFAULT_MEGAPIXELS = 4.0
+MAX_PIXELS = 64_000_000
+MAX_PDF_PAGES = 2000
+
+
+@dataclass
+class ImportOptions:
+    truth_dir: Path | None = None
+    checks_file: Path | None = None
+    dpi: float | None = None
+    megapixels: float = DEFAULT_MEGAPIXELS
+    calibration_fraction: float = 0.2
+    seed: int = 0
+    max_pixels: int = MAX_PIXELS
+    max_pdf_pages: int = MAX_PDF_PAGES
+    tags: list[str] = field(default_factory=list)
+    # Copy (with a warning) a truth file or folder image that is a link to a file outside its folder,
+    # instead of refusing it: a planted link would otherwise copy any readable file into the set.
+    follow_outside_links: bool = False
+
+
+@dataclass
+class ImportReport:
+    n_pages: int
+    n_truth: int
+    n_checks: int
+    n_neither: int
+    warnings: list[str]
+
+
+def _open_image(data: bytes, name: str, max_pixels: int):
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            img = Image.open(io.BytesIO(data))
+            if img.width * img.height > max_pixels:
+                raise InputError(f"{name}: image is {img.width}x{img.height} px, over the limit of "
+                                 f"{max_pixels:,} pixels; downscale it or raise --max-pixels")
+            img.load()
+        except InputError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise InputError(f"{name}: image is larger than the limit of {max_pixels:,} pixels "
+                             "(decompression-bomb guard); downscale it or raise --max-pixels") from None
+        except Exception as e:  # PIL raises many types for corrupt files
+            raise InputError(f"{name}: cannot decode image ({type(e).__name__}: {e}); is the file complete?") from None
+    return img
+
+
+def _inside(f: Path, folder: Path, opts: ImportOptions, warn: list[str], flag: str = "--follow-outside-links") -> Path:
+    """``f`` (found by listing ``folder``) if it resolves inside ``folder``; a link out of it is refused,
+    or copied with a warning when the user asked for that."""
+    target = f.resolve()
+    if folder.resolve() in target.parents:
+        return f
+    if not opts.follow_outside_links:
+        raise UnsafeInputError(f"{f}: is a link to {target}, outside {folder}; refusing to copy it into the page set "
+                               f"— copy the file in, or pass {flag} if the link is intended")
+    warn.append(f"{f}: copied from {target}, outside {folder} (a link; {flag})")
+    return f
+
+
+def _iter_sources(sources: list[Path], opts: ImportOptions, warn: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for src in sources:
+        if src.is_dir():
+            files.extend(_inside(p, src, opts, warn) for p in sorted(src.rglob("*"))
+                         if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | {".pdf"})
+        elif src.is_file():
+            if src.suffix.lower() not in IMAGE_SUFFIXES | {".pdf"}:
+                raise InputError(f"{src}: not a supported page file (PDF, PNG, JPEG, TIFF, WebP)")
+            files.append(src)
+        else:
+            raise InputError(f"{src}: no such file or folder")
+    if not files:
+        raise InputError(f"no PDFs or images found in {', '.join(map(str, sources))}")
+    return files
+
+
+def _render_pdf(path: Path, opts: ImportOptions):
+    """Yield (page number from 1, PIL image)."""
+    import pypdfium2 as pdfium
+
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: PDF is empty (0 bytes)")
+    try:
+        pdf = pdfium.PdfDocument(str(path))
+    except Exception as e:
+        raise InputError(f"{path}: cannot open PDF ({e}); is it complete and not encrypted?") from None
+    try:
+        n = len(pdf)
+        if n == 0:
+            raise InputError(f"{path}: PDF has no pages")
+        if n > opts.max_pdf_pages:
+            raise InputError(f"{path}: PDF has {n} pages, over the limit of {opts.max_pdf_pages}; "
+                             "split it or raise --max-pdf-pages")
+        for i in range(n):
+            page = pdf[i]
+            w_pt, h_pt = page.get_size()
+            if opts.dpi:
+                scale = opts.dpi / 72.0
+            else:
+                scale = (opts.megapixels * 1e6 / (w_pt * h_pt)) ** 0.5
+            if w_pt * h_pt * scale * scale > opts.max_pixels:
+                raise InputError(f"{path}: page {i + 1} would render to more than {opts.max_pixels:,} pixels; "
+                                 "lower --dpi/--megapixels")
+            try:
+                img = page.render(scale=scale).to_pil()
+            except Exception as e:
+                raise InputError(f"{path}: page {i + 1} cannot be rendered ({e}); the PDF may be truncated") from None
+            yield i + 1, img
+    finally:
+        pdf.close()
+
+
+class _CheckKeys(BaseModel):
+    """The fields of an olmOCR-style check the importer itself reads (to find the check's page).
+    The other fields depend on the check type and are kept as they are for the scorer."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    pdf: str = Field(min_length=1)
+    page: int = Field(1, ge=1)
+    type: str = Field(min_length=1)
+    id: str | None = None
+
+
+def _load_checks(checks_file: Path) -> dict[str, list[dict]]:
+    by_page: dict[str, list[dict]] = {}
+    for no, obj in read_jsonl(checks_file, final_newline_optional=True):
+        keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
+        by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
+    return by_page
+
+
+def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwrite: bool = False,
+                 progress: Callable[[str], None] | None = None) -> ImportReport:
+    import imagehash
+
+    if not 0.0 <= opts.calibration_fraction < 1.0:
+        raise InputError(f"--calibration-fraction must be in [0, 1), got {opts.calibration_fraction}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
+    warn: list[str] = []
+    files = _iter_sources([Path(s) for s in sources], opts, warn)
+    checks = _load_checks(opts.checks_file) if opts.checks_file else {}
+    truth_files: dict[str, Path] = {}
+    if opts.truth_dir:
+        if not opts.truth_dir.is_dir():
+            raise InputError(f"--truth {opts.truth_dir}: not a folder")
+        for t in sorted(opts.truth_dir.iterdir()):
+            if t.suffix in (".md", ".txt") and t.is_file():
+                _inside(t, opts.truth_dir, opts, warn)
+                if t.stem in truth_files:
+                    raise InputError(f"{t}: two truth files for page {t.stem!r} ({truth_files[t.stem].name} and {t.name})")
+                truth_files[t.stem] = t
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing.", dir=out.parent))
+    try:
+        (tmp / "images").mkdir()
+        records: list[PageRecord] = []
+        origin: dict[str, str] = {}
+
+        def add(pid: str, img, src: Path, page_no: int | None) -> None:
+            if pid in origin:
+                raise InputError(f"{src}: gives page id {pid!r}, already given by {origin[pid]}; rename one of them")
+            origin[pid] = f"{src}" + (f" page {page_no}" if page_no else "")
+            if img.mode not in ("RGB", "L"):
+                img = img.convert("RGB")
+            buf = io.BytesIO()
+            img.save(buf, format="PNG")
+            data = buf.getvalue()
+            rel = f"images/{pid}.png"
+            (tmp / rel).write_bytes(data)
+            truth_rel = truth_sha = None
+            if pid in truth_files:
+                tf = truth_files[pid]
+                raw = tf.read_bytes()
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(f"{tf}: truth is not UTF-8 (bad byte at offset {e.start}); re-save it as UTF-8") from None
+                (tmp / "truth").mkdir(exist_ok=True)
+                truth_rel = f"truth/{pid}{tf.suffix}"
+                (tmp / truth_rel).write_bytes(raw)
+                truth_sha = sha256_bytes(raw)
+            records.append(PageRecord(
+                id=pid, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
+                width=img.width, height=img.height,
+                source=PageSource(file=str(src), page=page_no),
+                truth=truth_rel, truth_sha256=truth_sha, checks=checks.get(pid, []),
+                split=split_of(pid, opts.seed, opts.calibration_fraction), tags=list(opts.tags),
+            ))
+            if progress:
+                progress(pid)
+
+        for f in files:
+            if f.suffix.lower() == ".pdf":
+                for n, img in _render_pdf(f, opts):
+                    add(f"{f.stem}_pg{n}", img, f, n)
+            else:
+                data = f.read_bytes()
+                if not data:
+                    raise InputError(f"{f}: image file is empty (0 bytes)")
+                add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None)
+
+        ids = {r.id for r in records}
+        unmatched = sorted(k for k in truth_files if k not in ids)
+        if unmatched:
+            warn.append(f"{len(unmatched)} truth file(s) in {opts.truth_dir} match no page: " + ", ".join(unmatched[:20])
+                        + (" …" if len(unmatched) > 20 else ""))
+        orphan_checks = sorted(k for k in checks if k not in ids)
+        if orphan_checks:
+            warn.append(f"checks in {opts.checks_file} name pages that were not imported: " + ", ".join(orphan_checks))
+        neither = sum(1 for r in records if not r.truth and not r.checks)
+        if neither:
+            warn.append(f"{neither} page(s) have neither truth nor checks: they can be served and timed, not scored")
+
+        lines = "".join(r.model_dump_json(exclude_none=False) + "\n" for r in records)
+        (tmp / PAGES_FILE).write_text(lines, encoding="utf-8")
+        atomic_write_json(tmp / MANIFEST_FILE, PageSetManifest(
+            created_by="quantgate pages import", seed=opts.seed, calibration_fraction=opts.calibration_fraction,
+            n_pages=len(records), pages_sha256=sha256_file(tmp / PAGES_FILE), notes=warn,
+        ).model_dump())
+        if out.exists():
+            if not overwrite and any(out.iterdir()):
+                raise InputError(f"{out}: appeared while importing; not replacing it")
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ImportReport(n_pages=len(records), n_truth=sum(1 for r in records if r.truth),
+                        n_checks=sum(len(r.checks) for r in records), n_neither=neither, warnings=warn)
+

@@ -1,0 +1,327 @@
+"""``quantgate quantize``: plan → (calibrate) → llmcompressor ``oneshot`` → save compressed-tensors
+→ verify against the plan → ``quantgate.json``. The variant is built in a temporary sibling folder
+and renamed into place only after it verified, so a crash or a failed check leaves nothing behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from quantgate.errors import InputError, UnsafeInputError, VerificationError
+from quantgate.io.fileio import atomic_write_json, recorded_path, sha256_file
+from quantgate.io.provenance import package_versions
+from quantgate.quantize.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
+from quantgate.schema.variant import VariantManifest
+
+MANIFEST = "quantgate.json"
+_PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
+
+
+def file_hashes(folder: Path) -> dict[str, dict]:
+    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+            for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
+
+
+# Source files besides the weights that decide the result: config, tokenizer, processor, chat template,
+# remote code. Pickled weights (.bin, .pt) are never loaded, so never hashed.
+_MODEL_FILE_SUFFIXES = {".json", ".jinja", ".txt", ".model", ".tiktoken", ".py"}
+# Their versions define the quantization (observers, scale formulas) and the format written: in the fingerprint.
+# torch and transformers only change floating-point rounding of the calibration forward, as the device does: not.
+_FINGERPRINT_PKGS = ["llmcompressor", "compressed-tensors"]
+
+
+def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path | None, *, samples: int,
+                      max_seq_len: int, prompt: str, pipeline: str, text_only: bool) -> dict:
+    """What decides a variant's weights: reused when this matches, refused (without --overwrite) when not.
+
+    In it: the source weights and every other source file transformers reads (by sha256), the recipe
+    text, llmcompressor's and compressed-tensors' versions and, when calibration data is used, the
+    calibration pages (ids, image and truth bytes), how many, ``max_seq_len``, the prompt, the pipeline
+    and ``text_only``. Without calibration data those options change nothing, so they are left out
+    (None). Not in it: the device (CPU or GPU calibration differ only in floating-point rounding, and a
+    variant built on a GPU must be reusable on a CPU machine) and ``trust_remote_code`` (the code it
+    allows is hashed with the model files)."""
+    from quantgate.quantize.calibrate import calibration_pages_sha256
+
+    model_dir = Path(model_dir)
+    weights = {f.name: sha256_file(f) for f in sorted(model_dir.glob("*.safetensors"))}
+    files = {f.name: sha256_file(f) for f in sorted(model_dir.iterdir())
+             if f.is_file() and f.suffix in _MODEL_FILE_SUFFIXES and not f.name.startswith(".")}
+    fp = {"model_weights": weights, "model_files": files, "recipe_text": recipe.text, "calibration_pages_sha256": None,
+          "samples": None, "max_seq_len": None, "prompt": None, "pipeline": None, "text_only": None,
+          "packages": package_versions(_FINGERPRINT_PKGS)}
+    if calibration is not None:
+        cal, used = calibration_pages_sha256(Path(calibration), samples)
+        fp.update(calibration_pages_sha256=cal, samples=used, max_seq_len=max_seq_len, prompt=prompt,
+                  pipeline=pipeline, text_only=bool(text_only))
+    return fp
+
+
+def changed_inputs(old: dict | None, new: dict) -> list[str]:
+    """The fingerprint keys whose values differ, for the log and the refusal."""
+    old = old or {}
+    return [k for k in new if old.get(k) != new[k]]
+
+
+def _files_intact(variant: Path, manifest: dict) -> bool:
+    """Every file the manifest lists is there with its recorded sha256 (else the variant is rebuilt)."""
+    files = manifest.get("files") or {}
+    return bool(files) and all((variant / n).is_file() and sha256_file(variant / n) == f["sha256"] for n, f in files.items())
+
+
+def read_manifest(variant: Path) -> dict | None:
+    f = Path(variant) / MANIFEST
+    if not f.is_file():
+        return None
+    try:
+        return json.loads(f.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{f}: not valid JSON ({e})") from None
+
+
+def check_output(out: Path) -> None:
+    """``-o`` is checked before any work: a finished build is renamed into its place, which a
+    symbolic link (or a file) there would turn into a traceback after minutes of calibration."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UnsafeInputError(f"-o {out}: is a symbolic link (to {os.readlink(out)!r}); quantgate replaces the "
+                               "folder it writes — pass the real folder, not a link")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out}: exists and is not a folder; choose another -o")
+
+
+def _building_dirs(out: Path) -> list[Path]:
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.building\.[A-Za-z0-9_]{{8}}$")  # tempfile.mkdtemp's suffix
+    return [d for d in out.parent.iterdir() if pat.match(d.name) and d.is_dir() and not d.is_symlink()] \
+        if out.parent.is_dir() else []
+
+
+def _hold(folder: Path) -> int:
+    """flock a build folder for as long as this process lives: a lock that a killed process releases,
+    so the next start can tell a stale build folder from a build still running."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def clean_stale_builds(out: Path, log=print) -> None:
+    """Remove ``.NAME.building.*`` folders no running quantgate holds (left by a SIGKILL or power loss)."""
+    for d in _building_dirs(Path(out)):
+        try:
+            fd = _hold(d)
+        except OSError:
+            continue  # another quantize is building it now
+        try:
+            shutil.rmtree(d)
+            log(f"removed {d}, left by an interrupted build")
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """SIGTERM/SIGHUP raise SystemExit(128+signal) instead of killing the process outright, so the
+    partial build folder is removed on the way out. Only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt the cleanup
+        raise SystemExit(128 + signum)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None = None,
+             samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
+             pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
+             trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
+             record_root: Path | None = None, log=print) -> dict:
+    """``record_root``: quantgate.json records the source and calibration paths relative to it when
+    they lie inside it (a study passes its folder; see ``fileio.recorded_path``)."""
+    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
+    from quantgate.io.modeldir import check_chat_template
+    from quantgate.quantize.calibrate import DEFAULT_PROMPT
+    from quantgate.quantize.plan import make_plan
+
+    model_dir, out = Path(model_dir), Path(out)
+    check_output(out)
+    recipe = load_recipe(recipe_spec)
+    cal_cfg = recipe.recipe.calibration if recipe.recipe else None
+    samples = samples or (cal_cfg.samples if cal_cfg else 32)
+    max_seq_len = max_seq_len or (cal_cfg.max_seq_len if cal_cfg else 4096)
+    pipeline = pipeline or (cal_cfg.pipeline if cal_cfg else "basic")
+    text_only = text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)
+    prompt = prompt or DEFAULT_PROMPT
+    plan = make_plan(model_dir, recipe, trust_remote_code, allow_pickle_files=allow_pickle_files)  # before any work
+    for w in plan.warnings + check_chat_template(model_dir):  # a template that hangs is refused here
+        log(f"warning: {w}")
+    needs_data = recipe.recipe is None or any(f in NEEDS_CALIBRATION for f in plan.formats.values())
+    if needs_data and calibration is None and recipe.recipe is not None:
+        raise InputError(f"recipe {recipe.name} uses {', '.join(sorted({f for f in plan.formats.values() if f in NEEDS_CALIBRATION}))}, "
+                         "which needs calibration data: pass --calibration PAGESET")
+    fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples=samples,
+                           max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only)
+    existing = read_manifest(out) if out.exists() else None
+    if out.exists() and any(out.iterdir()):
+        if existing and existing.get("inputs") == fp and _files_intact(out, existing):
+            log(f"{out}: already built from the same inputs; reusing it")
+            return existing
+        what = "other files"
+        if existing:
+            diff = changed_inputs(existing.get("inputs"), fp)
+            what = f"a variant built from other inputs ({', '.join(diff)})" if diff else "a variant whose files changed"
+        if not overwrite:
+            raise InputError(f"{out}: already holds {what}; choose another -o or pass --overwrite")
+        log(f"{out}: holds {what}; rebuilding it")
+
+    t0 = time.time()
+    kinds = {m.name: m.kind for m in plan.modules}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_builds(out, log)
+    with _terminate_cleanly():
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
+        lock = _hold(tmp)
+        try:
+            return _build(model_dir, recipe, out, tmp, plan, kinds, fp, t0, calibration=calibration, samples=samples,
+                          max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
+                          needs_data=needs_data, trust_remote_code=trust_remote_code, device=device,
+                          record_root=record_root, log=log)
+        except BaseException as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, SystemExit):
+                log(f"stopped by a signal; removed the partial build {tmp}")
+            raise
+        finally:
+            os.close(lock)
+
+
+def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, kinds: dict, fp: dict, t0: float, *,
+           calibration, samples, max_seq_len, prompt, pipeline, text_only, needs_data, trust_remote_code, device,
+           record_root=None, log) -> dict:
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from quantgate.quantize.calibrate import calibration_samples, sample_loader
+    from quantgate.quantize.verify import verify_checkpoint
+
+    if device == "auto":
+        # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
+        # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
+        device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
+    try:
+        # use_safetensors: never fall back to a pickle file, even one --allow-pickle-files let through
+        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
+                                                            use_safetensors=True,
+                                                            trust_remote_code=trust_remote_code)
+    except OSError as e:
+        raise InputError(f"{model_dir}: transformers cannot load its safetensors weights ({e})") from None
+    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
+    cal_ids: list[str] = []
+    if recipe.recipe is not None and not any(f != "bf16" for f in plan.formats.values()):
+        lc_recipe = None
+    else:
+        lc_recipe = to_llmcompressor(plan.formats, kinds) if recipe.recipe else recipe.raw
+    if lc_recipe is not None:
+        from llmcompressor import oneshot
+
+        kw = {}
+        if needs_data and calibration is not None:
+            data, cal_ids = calibration_samples(processor, calibration, prompt, samples, max_seq_len, text_only)
+            kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": pipeline}
+            log(f"calibrating on {len(data)} page(s) from {calibration} ({'text only' if text_only else 'page images'})")
+        recipe_obj = _recipe_objects(lc_recipe)
+        oneshot(model=model, recipe=recipe_obj, **kw)
+        model.save_pretrained(tmp, save_compressed=True)
+    else:
+        model.save_pretrained(tmp, safe_serialization=True)
+    processor.save_pretrained(tmp)
+    for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
+        if (model_dir / extra).is_file() and not (tmp / extra).exists():
+            shutil.copy(model_dir / extra, tmp / extra)
+    if recipe.recipe is not None:
+        verification = verify_checkpoint(tmp, plan.formats, kinds)
+    else:
+        verification = _verify_raw(tmp, kinds)
+    rows = plan.rows()
+    if recipe.recipe is None:
+        from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
+
+        t = checkpoint_tensors(tmp)
+        mp = map_to_checkpoint([r["module"] for r in rows], {k.rsplit(".", 1)[0] for k in t})
+        for r in rows:
+            r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
+        plan.formats = {r["module"]: r["format"] for r in rows}
+    files = file_hashes(tmp)
+    # sizes only: the source weights were already hashed once, for the fingerprint
+    bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
+    weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
+    manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
+        "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
+        "source_model": recorded_path(model_dir, record_root), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
+                                                  "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
+                                                  "llmcompressor": lc_recipe},
+        "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
+        "verification": verification,
+        "calibration": {"pageset": recorded_path(calibration, record_root) if cal_ids else None, "page_ids": cal_ids,
+                        "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
+                        "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
+        "inputs": fp, "packages": package_versions(_PKGS), "files": files,
+        "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
+                 "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
+        "wall_s": round(time.time() - t0, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+    }).model_dump()
+    atomic_write_json(tmp / MANIFEST, manifest)
+    check_output(out)  # again: a link may have been planted while building
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return manifest
+
+
+def _recipe_objects(lc_recipe: dict):
+    """A quantgate-compiled recipe becomes modifier objects; a raw llmcompressor recipe is passed
+    as the YAML text llmcompressor parses itself."""
+    import yaml
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+
+    stage = lc_recipe.get("quant_stage", {}).get("quant_modifiers", {})
+    if list(stage) == ["QuantizationModifier"] and len(lc_recipe) == 1:
+        return [QuantizationModifier(**stage["QuantizationModifier"])]
+    return yaml.safe_dump(lc_recipe)
+
+
+def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
+    from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
+
+    t = checkpoint_tensors(folder)
+    mp = map_to_checkpoint(list(kinds), {k.rsplit(".", 1)[0] for k in t})
+    touched = [n for n, k in kinds.items() if k in ("vision", "projector") and format_of(t, mp.get(n, "")) not in ("bf16", None)]
+    if touched:
+        raise VerificationError(f"{folder}: the raw llmcompressor recipe quantized {len(touched)} vision/projector "
+                                f"module(s), e.g. {touched[0]}; add them to its ignore list")
+    return {"modules_checked": len(kinds), "vision_bf16": True}

@@ -1,8 +1,0 @@
-"""Reports: one report model (``schema.Summary``) rendered to summary.json, report.md, report.html
-and junit.xml. Imports no other stage (the gate, which makes the verdicts again from the study's
-files, lives in ``quantgate.study.gate``)."""
-
-from quantgate.reports.model import build_report, build_summary, write_reports
-from quantgate.reports.schema import Summary, load_summary
-
-__all__ = ["Summary", "build_report", "build_summary", "load_summary", "write_reports"]

@@ -1,0 +1,147 @@
+"""Typed records of a sensitivity file: which groups, which formats, how much damage and how many
+bytes each costs. Read by ``recommend`` (and later ``tune``); refused when it names another model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from quantgate.errors import InputError
+from quantgate.schema.run import Record, parse_record
+
+SCHEMA_VERSION = 1
+# H200 HBM3e bandwidth from NVIDIA's spec sheet (4.8 TB/s): a stated figure, not a measurement.
+DEFAULT_BANDWIDTH_GBPS = 4800.0
+# Gated DeltaNet's gate projections (one output per value head; they feed the decay and beta
+# gates): BF16 in the `mixed` preset and in llmcompressor's Qwen3.5 examples, so here too.
+DEFAULT_KEEP_BF16 = [r"re:.*linear_attn\.in_proj_[ab]$"]
+QUANT_FORMATS = ("fp8", "fp8-static", "nvfp4", "nvfp4a16", "w4a16", "w2a16")
+
+
+class ModuleEntry(Record):
+    name: str
+    kind: str
+    layer: int | None = None
+    in_features: int
+    out_features: int
+
+
+class Group(Record):
+    """A unit the recommender gives one format: one layer's projections of one kind."""
+
+    name: str  # e.g. "layers.3.mlp"
+    kind: str
+    layer: int | None = None
+    modules: list[str]  # candidates (keep-BF16 modules excluded)
+    selector: dict  # the recipe rule fields (minus format) that select exactly these modules
+    params: int
+    bf16_bytes: int
+    decode: bool  # weights read for every decoded token (decoder), not once per page (vision)
+
+
+class Measurement(Record):
+    """One group quantized alone in one format, everything else BF16."""
+
+    schema_version: int = SCHEMA_VERSION
+    group: str
+    format: str
+    kl_mean: float = Field(ge=0)  # mean KL(BF16 || quantized) per scored token, nats
+    kl_pages: list[float]  # mean per page, in page_ids order
+    top1_agreement: float  # share of scored tokens whose argmax is unchanged
+    tokens: int
+    bytes: int  # this group's weights in this format, scales included
+    quantized: list[str]  # modules that took the format
+    kept_bf16: list[str] = Field(default_factory=list)  # widths no kernel fits: stay BF16 (as quantize does)
+    wall_s: float
+
+
+class Sizes(Record):
+    bf16_bytes: int  # every weight tensor of the model, as loaded (safetensors payload, no headers)
+    fixed_bytes: int  # outside every group (embeddings, norms, lm_head, vision unless allowed, kept-BF16)
+    fixed_decode_bytes: int  # of those, read per decoded token (decoder side, lm_head; not vision or embeddings)
+
+
+class Reference(Record):
+    """The BF16 model's own greedy outputs on the calibration pages, which every variant is
+    teacher-forced on."""
+
+    tokens: int  # scored tokens (answer tokens incl. end-of-turn)
+    rounds: int  # batched verification rounds (drafts: the pages' truth text)
+    pages_generated: int  # pages finished by model.generate (no truth, or drafts too far off)
+    answers: list[list[int]]  # token ids per page
+
+
+class Baseline(Record):
+    """Damage every quantized variant carries whatever its recipe, measured once with no group
+    quantized: llmcompressor's round trip of offset-norm weights (see fakequant.oneshot_norms)."""
+
+    what: str
+    params_changed: int
+    kl_mean: float = Field(ge=0)
+    kl_pages: list[float]
+
+
+class SensitivityFile(Record):
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["quantgate.sensitivity"] = "quantgate.sensitivity"
+    model: str
+    model_weights_sha256: str
+    pageset: str
+    pageset_sha256: str
+    split: Literal["calibration"] = "calibration"
+    page_ids: list[str]
+    prompt: str
+    max_new_tokens: int
+    max_seq_len: int
+    formats: list[str]
+    allow_vision: bool
+    keep_bf16: list[str]
+    bandwidth_gbps: float
+    bandwidth_source: str
+    metric: str = "kl_mean: KL(BF16 || quantized) of next-token distributions, nats per token, teacher-forced"
+    n_layers: int
+    modules: list[ModuleEntry]
+    groups: list[Group]
+    sizes: Sizes
+    reference: Reference
+    baseline: Baseline | None = None
+    measurements: list[Measurement]
+    timings: dict[str, float]
+    versions: dict[str, str | None]
+    created_utc: str
+    notes: list[str] = Field(default_factory=list)
+
+    def table(self) -> dict[tuple[str, str], Measurement]:
+        return {(m.group, m.format): m for m in self.measurements}
+
+
+def load_sensitivity(path: str | Path) -> SensitivityFile:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such sensitivity file (make one with `quantgate sensitivity`)")
+    try:
+        obj = json.loads(path.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or obj.get("kind") != "quantgate.sensitivity":
+        raise InputError(f"{path}: not a quantgate sensitivity file (kind is not 'quantgate.sensitivity')")
+    s = parse_record(SensitivityFile, obj, where=str(path))
+    missing = [(g.name, f) for g in s.groups for f in s.formats if (g.name, f) not in s.table()]
+    if missing:
+        raise InputError(f"{path}: incomplete — no measurement for {missing[0][0]} × {missing[0][1]} "
+                         f"({len(missing)} missing); rerun `quantgate sensitivity` with the same -o to finish it")
+    return s
+
+
+def check_model(sens: SensitivityFile, model_dir: Path, where: str) -> None:
+    """Refuse a sensitivity file measured on other weights than ``model_dir``'s."""
+    from quantgate.serve.run import weights_fingerprint
+
+    got = weights_fingerprint(Path(model_dir))
+    if got != sens.model_weights_sha256:
+        raise InputError(f"{where}: measured on other weights (sha256 {sens.model_weights_sha256[:12]}…, from "
+                         f"{sens.model}) than {model_dir} (sha256 {got[:12]}…); run `quantgate sensitivity "
+                         f"{model_dir} ...` for this model")

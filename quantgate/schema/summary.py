@@ -1,0 +1,192 @@
+"""``summary.json``, typed: the one report model every renderer and the gate read.
+
+Versioned like guidellm's benchmark report: ``kind`` says what the file is, ``schema_version`` which
+layout; a reader refuses a newer version with a message naming the one it reads, and any unknown or
+malformed field with the file and the field (:func:`load_summary`). The verdict rows embed
+``records.Verdict`` by inheritance, so fields the statistics add to a verdict flow into the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
+
+from quantgate.judge.sequential import SequentialDecision
+from quantgate.schema.run import EngineSettings, LevelStats, Record, RunNumerics, TimeBudget, Verdict, parse_record
+from quantgate.schema.variant import LmEvalRun, read_record_file
+
+SUMMARY = "summary.json"
+# 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
+SUMMARY_SCHEMA_VERSION = 2
+
+
+class StudyEcho(BaseModel):
+    """The study echoed into the report is the study file's own model dumped (its schema lives with the
+    study, and the gate parses it through that); these are the keys the renderers read from it, typed
+    so that a hand-edited value of the wrong type is refused here, not met as a traceback in a renderer."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    baseline: str
+    variants: list[dict[str, Any]]
+    metrics: list[str] = Field(min_length=1)
+    margins: dict[str, float]
+    split: str
+    seed: int
+    resamples: int
+    min_pages: int
+    test: Literal["non_inferiority", "equivalence", "exact"]
+    slo_s: float
+
+
+class VariantVerdict(Verdict):
+    """One verdict of a candidate variant on one metric: a ``Verdict`` and the variant's name."""
+
+    variant: str
+
+    @model_serializer(mode="wrap")
+    def _variant_first(self, handler):
+        d = handler(self)
+        return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
+
+
+class LmEvalVerdict(Verdict):
+    """One lm-eval task × metric of a candidate: lm-eval's scores and stderr, the recovery ratio, and
+    the paired verdict over the logged samples — every ``Verdict`` field, as ``lmeval.compare`` makes it."""
+
+    variant: str
+    task: str
+    baseline: float  # lm-eval's own score (the verdict's baseline_mean is the mean over the paired samples)
+    baseline_stderr: float | None
+    candidate: float
+    candidate_stderr: float | None
+    recovery: float | None  # oriented so 1.0 is parity
+
+    @model_serializer(mode="wrap")
+    def _names_first(self, handler):
+        d = handler(self)
+        return {"variant": d.pop("variant"), "task": d.pop("task"), **d}
+
+
+class LmEvalSection(Record):
+    verdicts: list[LmEvalVerdict]
+    runs: dict[str, LmEvalRun]  # variant name -> its lmeval.json
+
+
+class VerdictInputs(Record):
+    """What the gate needs to make every verdict again (``quantgate.study.gate``): the declared margin
+    per metric as used (the registry's when the study set none), and every file a verdict rests on —
+    ``pages.jsonl``, the score files, lm-eval's results and samples — by its path relative to the study
+    folder and its sha256. Seed, resamples, min_pages and the test are the study's own (``study``)."""
+
+    margins: dict[str, float]
+    pages: str  # the judged page set's pages.jsonl, relative to the study folder
+    files: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]]
+
+
+class VariantSummary(Record):
+    name: str
+    recipe: str
+    recipe_sha256: str
+    path: str  # the variant folder, relative to the study folder; the gate re-hashes the weight files under it
+    weights_bytes: int
+    compression: float | None
+    formats: dict[str, int] | None
+    vision_bf16: bool | None
+    files: dict[str, str]  # file name -> sha256, from quantgate.json
+    kernels: dict[str, str]
+    numerics: RunNumerics | None  # from run.json: per format, weights-only or weights+activations, and the evidence
+    notes: list[str]
+    server_version: str | None
+    engine: EngineSettings | None = None  # the run's engine settings (run.json), printed beside the speed
+    levels: list[LevelStats]
+    max_concurrency_within_slo: int | None
+    calibration_pages: int
+    speedup: dict[str, float | None]  # concurrency (as text) -> pages/s over the baseline's
+    sequential: SequentialDecision | None = None  # a sequential study's candidate: the decision its pass stopped at
+
+
+class WorstPage(Record):
+    page_id: str
+    metric: str
+    baseline_value: float
+    variant_value: float
+    truth: str | None
+    baseline_output: str | None
+    variant_output: str | None
+
+
+class Provenance(Record):
+    packages: dict[str, str | None]
+    git_commit: str | None
+    pageset_sha256: str
+    statistics: str
+
+
+class Summary(Record):
+    """``summary.json``: the study, every verdict with its numbers, speed per variant and level,
+    sizes and weight hashes, worst pages, lm-eval results, provenance."""
+
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    kind: Literal["quantgate.report"] = "quantgate.report"
+    created: str  # UTC, ISO 8601
+    study: dict[str, Any]
+    baseline: str
+    compare_level: int
+    noise_level: int | None
+    complete: bool
+    verdicts: list[VariantVerdict]
+    lm_eval: LmEvalSection | None
+    variants: list[VariantSummary]
+    worst_pages: dict[str, list[WorstPage]]
+    provenance: Provenance
+    inputs: VerdictInputs
+    time_budget: TimeBudget | None = None  # where the study's wall time went (the run that wrote this report)
+
+    @field_validator("study")
+    @classmethod
+    def _study_keys(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            StudyEcho.model_validate(v)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"study.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+        return v
+
+
+def numerics_rows(r: Summary) -> list[dict[str, str]]:
+    """One row per variant and quantized format: what the backend computed (weights-only or
+    weights+activations) and on what evidence — the table report.md and report.html print."""
+    rows = []
+    for v in r.variants:
+        n = v.numerics
+        if n is None:
+            rows.append({"variant": v.name, "backend": "–", "format": "–", "computes": "not recorded",
+                         "activations": "–", "evidence": "run.json has no numerics (an endpoint's model, or an "
+                                                         "older run)"})
+            continue
+        where = f"{n.backend} ({n.device})" if n.device else n.backend
+        if not n.formats:
+            rows.append({"variant": v.name, "backend": where, "format": "none", "computes": "not quantized",
+                         "activations": "–", "evidence": "the checkpoint has no quantization_config"})
+        for f in n.formats.values():
+            if f.evidence == "measured":
+                ev = f"measured ({f.measured_by})"
+            elif f.kernel:
+                ev = f"kernel {f.kernel} named in vLLM's log" + (f"; {f.detail}" if f.detail else "")
+            else:
+                ev = f"not measured ({f.detail})" if f.detail else "not measured"
+            rows.append({"variant": v.name, "backend": where, "format": f.format,
+                         "computes": f.computes or "not measured", "activations": f.activations or "–", "evidence": ev})
+    return rows
+
+
+def load_summary(out: Path) -> Summary:
+    """The report of a finished study folder, validated field by field."""
+    return read_record_file(Summary, Path(out) / SUMMARY,
+                            missing="the study has not finished; rerun `quantgate study`")
+
+
+def as_summary(report: Summary | dict, where: str = "report") -> Summary:
+    return report if isinstance(report, Summary) else parse_record(Summary, report, where=where)

@@ -1,0 +1,43 @@
+"""``quantgate demo``: a complete study on the embedded default (CPU, transformers serve) with the
+bundled tiny reader — a Qwen3.5 VLM trained to read `--profile reader` pages (assets/reader/CARD.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+READER = Path(__file__).resolve().parents[1] / "assets" / "reader"
+
+
+def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict:
+    """``min_pages``: lowered only for smoke tests on a few pages (the study's default is the calibrated 30)."""
+    return {
+        "name": "demo", "model": str(READER),
+        "pages": {"synth": {"n": pages, "seed": 1, "profile": "reader", "calibration_fraction": 0.2}},
+        "variants": [{"name": v, "recipe": v} for v in variants], "baseline": variants[0],
+        # one torch thread: the tiny reader answers a page faster that way on a 2-core CPU, with identical
+        # outputs, and the other core stays free for the client and lm-eval (benchmarks/demo_threads.py)
+        "calibration_samples": 8, "backend": {"name": "transformers", "device": "cpu", "threads": 1},
+        # transformers serve answers one request at a time, so a second speed level would only repeat the
+        # first: every variant is served at concurrency 1, the baseline again at 2 as its noise run
+        "concurrency": [1], "noise_concurrency": 2, "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
+        "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
+        # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
+        # (32 documents: at 40 pages, every held-out page, and at least the 30 a verdict needs)
+        "lm_eval": {"page_task": True, "limit": 32, "margin": 0.05},
+    } | ({"min_pages": min_pages} if min_pages else {})
+
+
+def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, console=None,
+             min_pages: int | None = None) -> dict:
+    from quantgate.study import run_study
+
+    variants = variants or ["bf16", "fp8-dynamic", "nvfp4", "mixed", "harmful-int2"]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "study.yaml"
+    text = yaml.safe_dump(demo_study(pages, variants, min_pages), sort_keys=False)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return run_study(path, out, console=console)

@@ -1,4 +1,0 @@
-"""Scaffolding for tests, benchmarks, training and the demo build — not used by any stage at run
-time: ``fixtures`` builds tiny real VLM checkpoints offline; ``stub`` is an OpenAI-compatible
-server that answers at once (``python -m quantgate.testing.stub --port N``), for client-overhead
-benchmarks and fault injection."""

@@ -1,0 +1,114 @@
+"""A finished study folder in a second, without a model or a server: hand-made weights, manifests and
+score files, then the study's own verdict, inputs and report code (``study.verdicts``,
+``reports.build_summary``/``write_reports``). For tests of the reports and the gate; the same checks on
+a real demo run are in tests/test_study.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from quantgate.io.fileio import sha256_file
+
+METRICS = ("ned", "cer", "bow_f1")
+
+
+def _manifest(vdir: Path, name: str, weights: bytes) -> dict:
+    vdir.mkdir(parents=True)
+    (vdir / "model.safetensors").write_bytes(weights)
+    sha = sha256_file(vdir / "model.safetensors")
+    return {"schema_version": 1, "kind": "quantgate.variant", "name": name, "source_model": "/elsewhere/model",
+            "recipe": {"name": name, "source": f"{name}.yaml", "text": f"name: {name}\n", "resolved": {"name": name},
+                       "llmcompressor": None},
+            "plan": {"modules": [{"module": "l.q", "kind": "attention", "layer": 0, "shape": [4, 4], "params": 16,
+                                  "format": "bf16"}],
+                     "totals": {"per_format": {"bf16": {"modules": 1, "params": 16, "bytes": 32}}, "bf16_bytes": 32,
+                                "estimated_bytes": 32, "compression": 1.0}, "warnings": []},
+            "verification": {"modules_checked": 1, "formats": {"bf16": 1}, "vision_bf16": True},
+            "calibration": {"pageset": None, "page_ids": [], "samples": 0, "max_seq_len": 64, "pipeline": None,
+                            "text_only": None, "prompt": None},
+            "inputs": {"model_weights": {"model.safetensors": sha}, "recipe_text": f"name: {name}\n",
+                       "calibration_pages_sha256": None, "samples": 0, "max_seq_len": 64, "prompt": "p"},
+            "packages": {"torch": "2"}, "files": {"model.safetensors": {"sha256": sha, "bytes": len(weights)}},
+            "size": {"weights_bytes": len(weights), "source_weights_bytes": 2 * len(weights), "compression": 2.0},
+            "wall_s": 1.0, "peak_rss_mb": 10.0, "peak_gpu_mb": None}
+
+
+def _run(name: str, pages_per_s: dict[int, float]) -> dict:
+    from quantgate.schema.run import RunManifest
+
+    levels = [{"concurrency": c, "n_requests": 4, "n_errors": 0, "wall_s": 1.0, "pages_per_s": p,
+               "output_tokens_per_s": 10 * p, "per_request_tokens_per_s_p50": 5.0,
+               "ttft_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3}, "latency_s": {"p50": 1.0, "p90": 2.0, "p99": 3.0}}
+              for c, p in pages_per_s.items()]
+    return RunManifest(variant=f"variants/{name}", backend="transformers", pageset="pages", pageset_sha256="0" * 64,
+                       split="heldout", prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
+
+
+def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[dict]:
+    return [{"page_id": pid, "empty": False, "output_sha256": hashlib.sha256(texts[i].encode()).hexdigest(),
+             **{m: float(values[m][i]) for m in METRICS}} for i, pid in enumerate(ids)]
+
+
+def study_spec(candidates: dict[str, float], **overrides) -> dict:
+    """The study YAML (as a dict) of a finished synthetic study: bf16 and the candidates."""
+    return {"name": "s", "model": "/elsewhere/model", "pages": {"path": "/elsewhere/pages"},
+            "variants": [{"name": "bf16", "recipe": "bf16"}] + [{"name": n, "recipe": "bf16"} for n in candidates],
+            "baseline": "bf16", "concurrency": [1, 2], "metrics": list(METRICS), "resamples": 1000, **overrides}
+
+
+def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pages: int = 40, seed: int = 0,
+                   worst: dict | None = None, **overrides) -> Path:
+    """Write a finished study folder at ``out``. ``candidates``: variant name -> how much worse (in ned)
+    it reads on the pages it changes (0: identical outputs); the baseline's noise run changes a few
+    pages by a little. ``overrides``: study fields (margins, min_pages, test, ...)."""
+    from quantgate.report import build_summary, write_reports
+    from quantgate.schema.run import parse_record
+    from quantgate.score import write_scores
+    from quantgate.study.spec import Study, check_statistics
+    from quantgate.study.verdicts import score_file, study_verdicts, verdict_inputs
+
+    candidates = {"fp8": 0.0005, "bad": 0.2} if candidates is None else candidates
+    out = Path(out)
+    st = parse_record(Study, study_spec(candidates, **overrides), where="synthetic study")
+    check_statistics(st, "synthetic study")
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i in range(pages)]
+    (out / "pages").mkdir(parents=True)
+    (out / "pages" / "pages.jsonl").write_text("".join(json.dumps(
+        {"schema_version": 1, "id": pid, "image": f"images/{pid}.png", "sha256": "0" * 64, "width": 8, "height": 8,
+         "source": {"file": f"{pid}.png"}, "split": "heldout"}) + "\n" for pid in ids))
+    base = {"ned": rng.beta(1, 12, pages) * (rng.random(pages) < 0.5)}
+    base["cer"], base["bow_f1"] = base["ned"] * 1.1, 1 - base["ned"]
+    texts = [f"page {i}" for i in range(pages)]
+
+    def shifted(by: float, share: float, tag: str):
+        changed = rng.random(pages) < share if by else np.zeros(pages, bool)
+        ned = np.clip(base["ned"] + changed * by * rng.uniform(0.5, 1.5, pages), 0, 1)
+        return ({"ned": ned, "cer": ned * 1.1, "bow_f1": 1 - ned},
+                [t + (tag if c else "") for t, c in zip(texts, changed, strict=True)])
+
+    speeds = {"bf16": {1: 1.0, 2: 1.5}} | {n: {1: 2.0 + i} for i, n in enumerate(candidates)}
+    dirs = {}
+    for i, name in enumerate(speeds):
+        vdir = out / "variants" / name
+        man = _manifest(vdir, name, bytes([i]) * (100 - 30 * i))
+        (vdir / "quantgate.json").write_text(json.dumps(man))
+        (out / "runs" / name).mkdir(parents=True)
+        (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
+        dirs[name] = vdir
+    write_scores(out / score_file("bf16", 1), _rows(ids, base, texts))
+    vals, tx = shifted(0.002, 0.1, " (re-run)")
+    write_scores(out / score_file("bf16", 2), _rows(ids, vals, tx))
+    for name, by in candidates.items():
+        vals, tx = shifted(by, 0.4, f" ({name})")
+        write_scores(out / score_file(name, 1), _rows(ids, vals, tx))
+    verdicts, _ = study_verdicts(st, out)
+    inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
+    summary = build_summary(st.model_dump(), out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, 1, 2,
+                            worst if worst is not None else {n: [] for n in candidates}, inputs=inputs)
+    write_reports(summary, out)
+    return out
