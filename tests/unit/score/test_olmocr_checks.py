@@ -77,7 +77,7 @@ def test_upstream_table_graph_verdicts_on_crazy_table(upstream):
 
 @needs_reference
 def test_vendored_table_model_is_upstream_byte_for_byte():
-    vendored = (REPO / "quantgate" / "scoring" / "olmocr_vendor" / "table_parsing.py").read_text("utf-8")
+    vendored = (REPO / "quantgate" / "score" / "olmocr_vendor" / "table_parsing.py").read_text("utf-8")
     body = vendored.split("# --- end of quantgate header ---\n", 1)[1]
     assert body == (upstream_olmocr.REFERENCE / "table_parsing.py").read_text("utf-8")
 
