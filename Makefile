@@ -4,19 +4,23 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: system setup demo test lint bench clean
+.PHONY: system setup katex demo test lint bench clean
 
-setup: system $(STAMP)
+setup: system $(STAMP) katex
 
 # System packages: python3-venv (Debian ships venv/ensurepip apart from python3), Chromium (a test
-# renders report.html headless; olmOCR math checks render KaTeX in it) and DejaVu fonts (synthetic
-# pages). Installed with apt-get when missing and running as root; otherwise named, and make stops.
+# renders report.html headless; olmOCR math checks render KaTeX in it), npm (fetches KaTeX), DejaVu
+# fonts (synthetic pages) and a CJK font (reports; quantgate/io/fonts.py finds both). Installed with
+# apt-get when missing and running as root; otherwise named, and make stops.
 SYSTEM_FONT := /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+CJK_FONT := /usr/share/fonts/truetype/wqy/wqy-zenhei.ttc
 system:
 	@need=""; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
 	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need="$$need chromium"; \
+	command -v npm >/dev/null 2>&1 || need="$$need npm"; \
 	[ -f $(SYSTEM_FONT) ] || need="$$need fonts-dejavu-core"; \
+	[ -f $(CJK_FONT) ] || need="$$need fonts-wqy-zenhei"; \
 	if [ -z "$$need" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing system packages:$$need"; \
@@ -32,6 +36,11 @@ $(STAMP): pyproject.toml | system
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
+
+# KaTeX for olmOCR math checks: npm's katex, pinned and checked by sha256, into $(VENV)/share/quantgate/
+# (quantgate/score/katex.py; does nothing when the checked files are there)
+katex: $(STAMP)
+	$(PY) -m quantgate.score.katex install
 
 demo: setup
 	$(VENV)/bin/quantgate demo -o demo-out

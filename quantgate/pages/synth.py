@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.io import fonts
 from quantgate.io.fileio import atomic_write_json, sha256_bytes, sha256_file
 from quantgate.pages.pageset import MANIFEST_FILE, PAGES_FILE, split_of
 from quantgate.schema.run import PageRecord, PageSetManifest, PageSource, SynthSpec
 
-# Bundled DejaVu fonts first (their licence is in assets/fonts/LICENSE), so pages render the same
-# on every machine — a GPU box without fonts renders the reader's training pages like CI does.
-FONT_DIRS = [str(Path(__file__).resolve().parent.parent / "assets" / "fonts"), "/usr/share/fonts/truetype/dejavu"]
+# DejaVu from installed packages (Debian's first: the demo's pages and the reader were made with it)
+FONT_DIRS = fonts.dejavu_dirs()
 FONT_FILES = ["DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf"]
 BOLD_FILES = {"DejaVuSans.ttf": "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf": "DejaVuSerif-Bold.ttf",
               "DejaVuSansMono.ttf": "DejaVuSansMono-Bold.ttf"}
@@ -266,7 +266,7 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     words = vocabulary()
-    fonts = available_fonts()
+    used = available_fonts()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.synth.", dir=out.parent))
     try:
@@ -282,7 +282,7 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
             else:
                 blocks = make_document(rng, words, profile)
                 md = to_markdown(blocks)
-                font = rng.choice(fonts)
+                font = rng.choice(used)
                 w = width or (rng.choice([320, 384]) if profile == "simple" else rng.choice([640, 768, 896]))
                 base = rng.choice([16, 18]) if profile == "simple" else rng.choice([14, 16, 18, 20])
                 if page_size:
@@ -309,7 +309,8 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
             calibration_fraction=calibration_fraction, n_pages=n, pages_sha256=sha256_file(tmp / PAGES_FILE),
             synth=SynthSpec(n=n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
                             width=width, page_size=list(page_size) if page_size else None),
-            notes=[f"fonts: {', '.join(f or 'pillow-default' for f in fonts)}"]).model_dump())
+            notes=[f"fonts: {', '.join(f or 'pillow-default' for f in used)}",
+                   *fonts.dejavu_notes([f for f in used if f], FONT_DIRS)]).model_dump())
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)

@@ -3,7 +3,7 @@
 ``absent``, ``order``, ``table``, ``baseline``, ``format``, ``footnote`` and ``math``.
 
 Each check's ``run`` is ported here (upstream's module imports Playwright, tqdm and a sqlite cache at
-load); the table model is upstream's own file, vendored unchanged (``olmocr_vendor/table_parsing.py``);
+load); the table model is quantgate's graph of cells (``quantgate.score.tablegraph``), held to upstream's;
 math renders KaTeX in headless Chromium (``olmocr_math``) and is skipped, with a counted reason, when
 there is no Chromium. Fuzzy matching is rapidfuzz and fuzzysearch, as upstream's. Agreement with
 upstream, check by check, is tested on the bundled sample and by a differential property test
@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from quantgate.errors import InputError, QuantgateError
 from quantgate.score import olmocr_math
+from quantgate.score.tablegraph import RELATIONS
 
 CHECK_TYPES = ("present", "absent", "order", "table", "baseline", "math", "format", "footnote")
 SKIPPED = None  # a check that cannot run here (math without Chromium) scores None and is counted by reason
@@ -149,11 +150,13 @@ def _order(p: dict, content: str) -> bool:
 
 @lru_cache(maxsize=16)
 def _tables(content: str, markdown: bool) -> tuple:
-    from quantgate.score.olmocr_vendor.table_parsing import parse_html_tables, parse_markdown_tables
+    from quantgate.score.tablegraph import read_tables
 
-    tables = (parse_markdown_tables(content) if markdown else []) + parse_html_tables(content)
+    tables = read_tables(content, markdown)
+    if any(t.spans_past_end for t in tables):  # upstream's model raises on the page, and its benchmark fails it
+        return ()
     # (table, its cells' normalised text): many checks of one page look at the same tables
-    return tuple((t, {rc: normalize_text(txt) for rc, txt in t.cell_text.items()}) for t in tables)
+    return tuple((t, {rc: normalize_text(txt) for rc, txt in t.text.items()}) for t in tables)
 
 
 def _table(p: dict, content: str) -> bool:
@@ -162,13 +165,9 @@ def _table(p: dict, content: str) -> bool:
     md = p["max_diffs"]
     threshold = max(0.5, _thr(md, p["cell"]))
     for t, text in _tables(content, not p["ignore_markdown_tables"]):
-        relations = (("up", t.up_relations.__getitem__), ("down", t.down_relations.__getitem__),
-                     ("left", t.left_relations.__getitem__), ("right", t.right_relations.__getitem__),
-                     ("left_heading", lambda rc, t=t: t.left_heading_relations(*rc)),
-                     ("top_heading", lambda rc, t=t: t.top_heading_relations(*rc)))
-        for rc in [rc for rc in t.cell_text if fuzz.ratio(p["cell"], text[rc]) / 100.0 >= threshold]:
-            if all(any(fuzz.ratio(p[k], text[o]) / 100.0 >= max(0.5, _thr(md, p[k])) for o in rel(rc))
-                   for k, rel in relations if p[k]):
+        for rc in [rc for rc in t.text if fuzz.ratio(p["cell"], text[rc]) / 100.0 >= threshold]:
+            if all(any(fuzz.ratio(p[k], text[o]) / 100.0 >= max(0.5, _thr(md, p[k])) for o in t.related(rc, k))
+                   for k in RELATIONS if p[k]):
                 return True
     return False
 

@@ -5,7 +5,7 @@ KaTeX 0.16.21 in Chromium driven by Playwright and keeps the MathML and every in
 bounding box; a hypothesis matches when the reference's MathML is contained in its own, or when each
 reference glyph can be assigned to a hypothesis glyph with the same up/down/left/right neighbours.
 
-Here the same page, the same KaTeX (``quantgate/assets/katex``, byte-identical to upstream's) and the
+Here the same page, the same KaTeX (npm's ``katex`` 0.16.21, installed at setup: ``quantgate.score.katex``) and the
 same span extraction run in the system Chromium through its own ``--dump-dom`` command line, many
 equations per launch, so no Python browser driver is needed. ``compare_rendered`` is upstream's
 ``compare_rendered_equations`` ported line for line (it cannot be imported: its module starts
@@ -22,10 +22,10 @@ import tempfile
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from quantgate.errors import QuantgateError
+from quantgate.score import katex
 
 CHROMIUM_ENV = "QUANTGATE_CHROMIUM"  # a path to the browser, or "none" to skip math checks on purpose
 _CACHE: dict[str, Rendered] = {}
@@ -121,8 +121,7 @@ document.documentElement.innerHTML = '<body><pre id="quantgate-out">' +
 
 
 def _launch(exe: str, equations: list[str]) -> list[Rendered]:
-    katex = resources.files("quantgate.assets") / "katex"
-    css, js = (katex / "katex.min.css").read_text("utf-8"), (katex / "katex.min.js").read_text("utf-8")
+    css, js = katex.assets()
     with tempfile.TemporaryDirectory(prefix="quantgate-katex-") as tmp:
         page = Path(tmp) / "render.html"
         page.write_text(_page(equations, css, js), "utf-8")

@@ -1,13 +1,13 @@
 """TEDS (tree-edit-distance similarity) for tables, after Zhong et al. 2020 (PubTabNet): each table
 becomes a tree table → tr → td(text); TEDS = 1 − TED / max(|T_pred|, |T_truth|), with renaming a
 cell costing its normalised text edit distance. Tree edit distance is apted's; markdown and
-HTML tables are read by the same parsers as the olmOCR checks (upstream olmOCR-bench's table_parsing):
+HTML tables are read by the same parser as the olmOCR checks (quantgate.score.tablegraph):
 a row holds the cells that start in it, so a cell spanning rows or columns is one node, and ragged rows
 stay ragged."""
 
 from __future__ import annotations
 
-from quantgate.score.olmocr_vendor.table_parsing import TableData, parse_html_tables, parse_markdown_tables
+from quantgate.score.tablegraph import read_tables
 
 
 class _Node:
@@ -45,15 +45,8 @@ def teds(pred_rows: list[list[str]], truth_rows: list[list[str]]) -> float:
     return max(0.0, 1.0 - dist / max(_count(tp), _count(tt)))
 
 
-def _rows(t: TableData) -> list[list[str]]:
-    rows: dict[int, list[str]] = {}
-    for (r, _c), text in sorted(t.cell_text.items()):
-        rows.setdefault(r, []).append(text)
-    return [rows[r] for r in sorted(rows)]
-
-
 def extract_tables(text: str) -> list[list[list[str]]]:
-    return [_rows(t) for t in parse_markdown_tables(text)] + [_rows(t) for t in parse_html_tables(text)]
+    return [t.rows() for t in read_tables(text)]
 
 
 def table_teds(pred: str, truth: str) -> float | None:

@@ -3,10 +3,11 @@ which commit) as a private ``olmocr`` package, without touching the ``olmocr`` f
 installed: the files are laid out in a temp folder, imported with that folder first on sys.path, and
 sys.modules / sys.path are put back afterwards (the imported module keeps its own references).
 
-``tests.py`` imports ``.katex.render`` (Playwright) at load. Where the reference folder has the
-upstream ``katex/render.py`` and Playwright is installed, the real one is used, launching the
-system Chromium (upstream launches Playwright's own browser build, which cannot be downloaded here);
-otherwise a stand-in whose ``render_equation`` raises, so every non-math check type still runs."""
+``tests.py`` imports ``.katex.render`` (Playwright) at load. Where the reference folder has upstream's
+``katex/`` (render.py with KaTeX's katex.min.js and katex.min.css) and Playwright is installed, the
+real one is used, launching the system Chromium (upstream launches Playwright's own browser build,
+which cannot be downloaded here); otherwise a stand-in whose ``render_equation`` raises, so every
+non-math check type still runs."""
 
 from __future__ import annotations
 
@@ -18,20 +19,12 @@ import tempfile
 import types
 from pathlib import Path
 
-from tests.support.paths import REPO, SHARED
+from tests.support.paths import SHARED
 
 # QUANTGATE_OLMOCR_REFERENCE: another folder laid out like the shared one (e.g. a newer upstream commit)
 REFERENCE = Path(os.environ.get("QUANTGATE_OLMOCR_REFERENCE")
                  or SHARED / "reference" / "olmocr-bench")
-KATEX = REPO / "quantgate" / "assets" / "katex"
-# upstream's katex/render.py, copied unchanged at the shared reference's commit (tests/reference/SOURCE.md),
-# used when the shared reference folder has none
-_VENDORED_RENDER = REPO / "tests" / "reference" / "katex" / "render.py"
-
-
-def _render_py() -> Path:
-    own = REFERENCE / "katex" / "render.py"
-    return own if own.is_file() else _VENDORED_RENDER
+KATEX_FILES = ("render.py", "katex.min.js", "katex.min.css")  # upstream's renderer and the KaTeX beside it
 
 _STUB_RENDER = '''
 def render_equation(*a, **k):
@@ -55,8 +48,9 @@ def chromium_path() -> str | None:
 
 def upstream_math_reason() -> str | None:
     """None when upstream's own math rendering can run here; else why not."""
-    if not _render_py().is_file():
-        return f"{REFERENCE / 'katex' / 'render.py'} and {_VENDORED_RENDER} are absent (upstream's KaTeX renderer)"
+    missing = [n for n in KATEX_FILES if not (REFERENCE / "katex" / n).is_file()]
+    if missing:
+        return f"{REFERENCE / 'katex'} lacks {', '.join(missing)} (upstream's KaTeX renderer)"
     try:
         importlib.import_module("playwright.sync_api")
     except ImportError:
@@ -114,14 +108,8 @@ def load(cache_dir: Path | None = None) -> types.ModuleType:
     katex = pkg / "bench" / "katex"
     (katex / "__init__.py").write_text("from .render import compare_rendered_equations, render_equation\n")
     if math_ok:
-        for f in (REFERENCE / "katex").iterdir() if (REFERENCE / "katex").is_dir() else ():
-            if f.is_file():
-                shutil.copy(f, katex / f.name)
-        if not (katex / "render.py").exists():
-            shutil.copy(_VENDORED_RENDER, katex / "render.py")
-        for name in ("katex.min.js", "katex.min.css"):  # byte-identical to upstream's (assets/katex/SOURCE.md)
-            if not (katex / name).exists():
-                shutil.copy(KATEX / name, katex / name)
+        for name in KATEX_FILES:
+            shutil.copy(REFERENCE / "katex" / name, katex / name)
     else:
         (katex / "render.py").write_text(_STUB_RENDER)
 

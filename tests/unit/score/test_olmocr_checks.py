@@ -1,7 +1,7 @@
 """Our olmOCR-bench checks agree with upstream's code as it is today (../shared/reference/olmocr-bench,
-not the older PyPI release), check by check, on every system's output in the bundled sample; the
-vendored table model is upstream's byte for byte; format/footnote checks and bad checks behave as
-upstream's. Math against upstream: tests/test_olmocr_math.py."""
+not the older PyPI release), check by check, on every system's output in the bundled sample;
+format/footnote checks and bad checks behave as upstream's (the table model against upstream's:
+tests/unit/score/test_tablegraph.py). Math against upstream: tests/test_olmocr_math.py."""
 
 import json
 from collections import Counter
@@ -13,7 +13,7 @@ from quantgate.errors import InputError
 from quantgate.score import olmocr_checks
 from quantgate.score.olmocr_checks import checks_pass_rate, run_check, run_checks
 from tests.support import upstream_olmocr
-from tests.support.paths import OLMOCR_SAMPLE, REPO
+from tests.support.paths import OLMOCR_SAMPLE
 
 SYSTEMS = ["chatgpt", "gemini_flash2", "marker", "mistral", "olmocr_pipeline"]
 needs_reference = pytest.mark.skipif(upstream_olmocr.reference_missing_reason() is not None,
@@ -73,28 +73,6 @@ def test_upstream_table_graph_verdicts_on_crazy_table(upstream):
         content = (OLMOCR_SAMPLE / system / "discoverworld_crazy_table4_pg1_repeat1.md").read_text("utf-8")
         assert upstream.load_single_test(dict(c)).run(content)[0] is verdict
         assert run_check(c, content) is verdict
-
-
-@needs_reference
-def test_vendored_table_model_is_upstream_byte_for_byte():
-    vendored = (REPO / "quantgate" / "score" / "olmocr_vendor" / "table_parsing.py").read_text("utf-8")
-    body = vendored.split("# --- end of quantgate header ---\n", 1)[1]
-    assert body == (upstream_olmocr.REFERENCE / "table_parsing.py").read_text("utf-8")
-
-
-def test_katex_assets_are_the_pinned_release():
-    import hashlib
-
-    folder = REPO / "quantgate" / "assets" / "katex"
-    source = (folder / "SOURCE.md").read_text()
-    for name in ("katex.min.js", "katex.min.css"):
-        digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
-        assert f"{name.ljust(13)} {digest}" in source
-        ref = upstream_olmocr.REFERENCE / "katex" / name
-        if ref.is_file():
-            assert ref.read_bytes() == (folder / name).read_bytes()
-    assert "MIT" in (folder / "LICENSE").read_text()
-    assert sum(f.stat().st_size for f in folder.iterdir()) < 400_000
 
 
 def test_math_without_chromium_is_skipped_and_counted(monkeypatch):
