@@ -68,8 +68,8 @@ class RecordWriteError(QuantgateError):
 # Caps per request, from max_tokens (issue 32): a server that ignores max_tokens, or sends one endless line,
 # ends that request as an error instead of growing memory without bound. A server that streams one chunk per
 # token never sends more content chunks than max_tokens; the slack (2x + 16) leaves room for servers that split
-# a token's text over chunks. A chunk's JSON is ~300 bytes plus the model name on vLLM and transformers serve;
-# 2 KiB per chunk leaves room for the fields a server adds, and 1 MiB for the role and usage chunks.
+# a token's text over chunks. A chunk's JSON is an envelope (id, created, the model name, one choice) around a
+# token's text: 2 KiB plus twice the name leaves several times that room, and 1 MiB covers role and usage chunks.
 CHUNK_BYTES = 2048
 BASE_BYTES = 1 << 20
 LINE_BYTES = 1 << 20  # one SSE line: a single chunk is never near this
