@@ -46,7 +46,9 @@ def register(sub) -> None:
 def cmd_serve(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from quantgate.errors import ServerError
     from quantgate.serve import serve_variant
+    from quantgate.serve.run import failed_levels
 
     backend = backend_from_args(a, variant=str(a.variant))
     bars = []
@@ -67,6 +69,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     for n in m.notes:
         print(f"note: {n}")
     print(f"-> {a.output}/requests.jsonl, {a.output}/run.json")
+    if failed := failed_levels(a.output, m):
+        raise ServerError(failed)
     return 0
 
 

@@ -84,6 +84,11 @@ docs/study.md explains the family rule.""")
     g.add_argument("--study", type=existing_path, metavar="STUDY.yaml",
                    help="the study file the folder must come from (e.g. the one in your repository): its margins, "
                    "variants and settings must equal those summary.json echoes")
+    g.add_argument("--sign", type=Path, metavar="KEY", help="also write a signed attestation of the outcome (in-toto "
+                   "statement, DSSE, Ed25519 PEM private key; `quantgate keygen`); check it with `quantgate verify`. "
+                   "Sign only in the trusted job that ran the study (docs/security.md)")
+    g.add_argument("--attestation", type=Path, metavar="PATH", help="where --sign writes (default "
+                   "OUT/attestation.intoto.json)")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -182,14 +187,25 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_gate(a: argparse.Namespace) -> int:
     from quantgate.study import gate
 
-    code, lines = gate(a.out, a.metrics.split(",") if a.metrics else None,
-                       a.variants.split(",") if a.variants else None, lmeval=a.lmeval, study=a.study)
+    key = None
+    if a.sign:  # a bad key ends the gate before it runs: nothing judged, nothing written
+        from quantgate.study.attest import load_private_key
+
+        key = load_private_key(a.sign)
+    metrics, variants = a.metrics.split(",") if a.metrics else None, a.variants.split(",") if a.variants else None
+    code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study)
     if code == 3:
         print(f"INVALID: {lines[0]}")  # one line: what cannot be trusted, and the file
         return code
     for line in lines:
         print(line)
     print({0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
+    if key is not None:
+        from quantgate.study.attest import ATTESTATION, sign
+
+        dest = sign(a.out, key, code, lines, {"metrics": metrics, "variants": variants, "lmeval": a.lmeval},
+                    a.attestation or a.out / ATTESTATION)
+        print(f"attestation: {dest} (check it with `quantgate verify {dest} --key PUBLIC_KEY --study {a.out}`)")
     return code
 
 

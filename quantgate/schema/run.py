@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from quantgate.errors import InputError
 
@@ -86,10 +86,14 @@ class PageSetManifest(Record):
 # --- serving ---------------------------------------------------------------------------------
 
 
-class RequestRecord(Record):
-    """One line of a run's ``requests.jsonl``, appended the moment the request finishes."""
+ErrorKind = Literal["infrastructure", "page"]
 
-    schema_version: int = SCHEMA_VERSION
+
+class RequestRecord(Record):
+    """One line of a run's ``requests.jsonl``, appended the moment the request finishes. Schema 2 adds
+    ``error_kind`` and ``truncated``; schema-1 lines read as before (``error_kind`` None: not classified)."""
+
+    schema_version: Literal[1, 2] = 2
     page_id: str
     concurrency: int
     output: str | None = None
@@ -101,8 +105,18 @@ class RequestRecord(Record):
     end: float
     finish_reason: str | None = None
     error: str | None = None
+    # infrastructure: the server's side failed (HTTP error, timeout, died, malformed or oversized answer), so the
+    # page says nothing about the model; page: the page itself could not be sent (its image unreadable)
+    error_kind: ErrorKind | None = None
+    truncated: bool = False  # finish_reason "length": the model's output, cut at max_tokens, kept and scored
     attempts: int = 1
     session: str | None = None  # one id per invocation, so a resumed level's speed excludes the gap
+
+    @model_validator(mode="after")
+    def _schema_1_truncation(self) -> RequestRecord:
+        if self.schema_version == 1:  # written before ``truncated``: it is what finish_reason said
+            self.truncated = self.finish_reason == "length"
+        return self
 
 
 class LevelStats(Record):

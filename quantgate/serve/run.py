@@ -52,6 +52,17 @@ def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
     return [r for r in recs if last[(r.page_id, r.concurrency)] is r]
 
 
+def failed_levels(run_dir: Path, manifest: RunManifest) -> str | None:
+    """One line naming the levels where every request failed (nothing was measured there) and the first error,
+    or None. ``quantgate serve`` exits non-zero on it."""
+    failed = [lv.concurrency for lv in manifest.levels if lv.n_requests and lv.n_errors == lv.n_requests]
+    if not failed:
+        return None
+    first = next(r.error for r in load_records(run_dir) if r.concurrency == failed[0] and r.error)
+    return (f"every request failed at concurrency {', '.join(map(str, failed))} (the first: {first}); the records "
+            f"are in {Path(run_dir) / REQUESTS} — fix the server and rerun the same command to resend them")
+
+
 def level_pages(pages: list, concurrency: int, waves: float | None) -> list:
     """The pages one level sends: all of them, or ``waves`` × concurrency (at least 3, for a p90)."""
     if waves is None:

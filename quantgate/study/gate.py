@@ -149,6 +149,18 @@ def _consistent(rep, st, where: str) -> None:
             raise _Invalid(f"{where}: inputs.margins.{m} is {rep.inputs.margins[m]} but the study declares {value}")
 
 
+def rehash_study(out: Path) -> None:
+    """The gate's file check alone, no verdict remade (``quantgate verify --study``): every file summary.json binds
+    by hash still has that hash. Raises a QuantgateError naming the first that does not."""
+    from quantgate.schema.run import parse_record
+    from quantgate.schema.summary import SUMMARY, load_summary
+    from quantgate.study.spec import Study
+
+    rep = load_summary(out)
+    where = str(Path(out) / SUMMARY)
+    _rehash(rep, parse_record(Study, rep.study, where=f"{where}: study"), Path(out), where)
+
+
 def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""

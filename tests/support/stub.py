@@ -84,22 +84,23 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
         if body.get("ignore_eos"):  # like vLLM: exactly max_tokens tokens, then finish_reason "length"
             words = ["w"] * int(body.get("max_tokens") or 16)
         finish = "length" if body.get("ignore_eos") else "stop"
+        model = body.get("model")  # echoed, as vLLM (--served-model-name) does; the client checks it
 
         async def stream():
-            yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'role': 'assistant'}}]})}\n\n"
+            yield f"data: {json.dumps({'model': model, 'choices': [{'index': 0, 'delta': {'role': 'assistant'}}]})}\n\n"
             for i, w in enumerate(words):
                 piece = w if i == 0 else " " + w
-                yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n"
+                yield f"data: {json.dumps({'model': model, 'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n"
             if hit and fault == "badchunk":
                 yield "data: {this is not json\n\n"
-            yield f"data: {json.dumps({'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}], 'usage': {'prompt_tokens': 100, 'completion_tokens': len(words)}})}\n\n"
+            yield f"data: {json.dumps({'model': model, 'choices': [{'index': 0, 'delta': {}, 'finish_reason': finish}], 'usage': {'prompt_tokens': 100, 'completion_tokens': len(words)}})}\n\n"
             yield "data: [DONE]\n\n"
 
         if not body.get("stream"):
             choice = {"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": reply}}
             if body.get("return_token_ids"):  # like vLLM: the generated ids, here a function of the request only
                 choice["token_ids"] = _fake_ids(body, len(words))
-            return JSONResponse({"object": "chat.completion", "choices": [choice],
+            return JSONResponse({"object": "chat.completion", "model": model, "choices": [choice],
                                  "usage": {"prompt_tokens": 100, "completion_tokens": len(words)}})
         return StreamingResponse(stream(), media_type="text/event-stream")
 
