@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from quantgate.serve.kernels import gemm_time
+
 KERNEL_CLASSES = [  # (class, regex searched in the kernel name); order matters
     ("attention", r"flash::|FlashAttn|flash_fwd|fmha|reshape_and_cache|_compute_slot_mapping|merge_attn_states"
                   r"|unified_attention|paged_attention|BatchPrefillWithPaged|BatchDecodeWithPaged"),
@@ -88,6 +90,7 @@ def classify_trace(trace: dict, top: int = 20) -> dict:
         first = ts if first is None else min(first, ts)
         last = ts + dur if last is None else max(last, ts + dur)
     total = sum(us.values())
+    gemm_names = _top(by_name, "gemm", None)
     classes = {c: {"ms_per_step": us[c] / 1e3 / decode, "kernels_per_step": count[c] / decode,
                    "share": us[c] / total if total else 0.0} for c in ORDER}
     return {
@@ -99,10 +102,14 @@ def classify_trace(trace: dict, top: int = 20) -> dict:
         "top_other": _top(by_name, "other", top),
         # the heaviest names of every class, to audit what the regexes put where
         "top_by_class": {c: _top(by_name, c, 5) for c in ORDER if c != "other"},
+        # every GEMM name, and the step's GEMM time per vLLM linear kernel they map to (quantgate.serve.kernels)
+        "gemm_names": gemm_names,
+        "gemm_by_kernel": {k: t.model_dump() for k, t in
+                           gemm_time(gemm_names, decode, classes["gemm"]["ms_per_step"]).items()},
     }
 
 
-def _top(by_name: dict, cls: str, n: int) -> list[dict]:
+def _top(by_name: dict, cls: str, n: int | None) -> list[dict]:
     rows = sorted(((name, v) for (c, name), v in by_name.items() if c == cls), key=lambda kv: -kv[1][0])[:n]
     return [{"name": name, "ms_total": v[0] / 1e3, "count": int(v[1])} for name, v in rows]
 

@@ -3,7 +3,7 @@ variants ran under different settings (then a speed ratio compares settings as w
 
 from __future__ import annotations
 
-from quantgate.schema.run import EngineSettings
+from quantgate.schema.run import EngineSettings, KernelCounts
 from quantgate.schema.summary import Summary
 
 # (field, column title); a column is shown when any variant states a value for it.
@@ -41,14 +41,27 @@ def _cell(e: EngineSettings, field: str) -> str:
     return "–" if v is None else str(v)
 
 
+def kernels_text(kernels: KernelCounts) -> str:
+    """``scheme: kernel, kernel; scheme: kernel`` — every kernel vLLM logged for each scheme (×n when more than
+    one process logged it)."""
+    def one(k: str, n: int | None) -> str:
+        return f"{k} (the last one logged: run.json 1 kept no other)" if n is None else f"{k} ×{n}" if n > 1 else k
+
+    return "; ".join(f"{s}: " + ", ".join(one(k, n) for k, n in per.items()) for s, per in kernels.items()) or "–"
+
+
 def engine_table(r: Summary) -> tuple[list[str], list[list[str]]]:
-    """(column titles, one row per variant that recorded settings); empty when none did."""
-    engines = [(v.name, v.engine) for v in r.variants if v.engine is not None]
+    """(column titles, one row per variant that recorded settings); empty when none did. The linear kernels
+    vLLM chose come last, so two runs that differ only in kernels (one with Machete disabled) differ here."""
+    engines = [(v.name, v.engine, v.kernels) for v in r.variants if v.engine is not None]
     if not engines:
         return [], []
     cols = [(f, t) for f, t in COLUMNS
-            if any(_cell(e, f) != "–" for _, e in engines)]
-    return ["variant"] + [t for _, t in cols], [[name] + [_cell(e, f) for f, _ in cols] for name, e in engines]
+            if any(_cell(e, f) != "–" for _, e, _ in engines)]
+    with_kernels = any(k for _, _, k in engines)
+    head = ["variant"] + [t for _, t in cols] + (["linear kernels"] if with_kernels else [])
+    return head, [[name] + [_cell(e, f) for f, _ in cols] + ([kernels_text(k)] if with_kernels else [])
+                  for name, e, k in engines]
 
 
 def engine_differences(r: Summary) -> list[str]:

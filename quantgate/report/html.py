@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import io
 
-from quantgate.report.engine import engine_differences, engine_table
+from quantgate.report.engine import engine_differences, engine_table, kernels_text
 from quantgate.schema.summary import Summary, numerics_rows
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
@@ -118,6 +118,7 @@ def _env():
     env = Environment(loader=PackageLoader("quantgate.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["num"] = lambda x, spec=".4f": "–" if x is None else format(x, spec)
+    env.filters["kernels"] = kernels_text
     env.globals.update(word=WORD, diff=_diff)
     return env
 

@@ -4,7 +4,7 @@ ignored."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -250,10 +250,25 @@ class TimeBudget(Record):
     overhead_share: float  # overhead_s / wall_s
 
 
+# scheme -> kernel -> vLLM log lines naming that choice (``quantgate.serve.kernels``); None: not counted (a
+# schema-1 run.json kept only the last kernel logged per scheme)
+KernelCounts = dict[str, dict[str, int | None]]
+
+
+class KernelTime(Record):
+    """One linear kernel's part of a profiled decode step (``quantgate.serve.kernels.gemm_time``)."""
+
+    ms_per_step: float
+    launches_per_step: float | None = None  # None: not counted (the unattributed remainder)
+    share_of_gemm: float
+
+
 class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
-    schema_version: int = SCHEMA_VERSION
+    # 2: ``kernels`` counts every choice vLLM logged per scheme (1 kept the last line per scheme only)
+    schema_version: int = 2
+    READS_SCHEMA_FROM: ClassVar[int] = 1
     kind: Literal["quantgate.run"] = "quantgate.run"
     variant: str
     variant_fingerprint: str | None = None  # sha256 over the variant's weight files: a rebuilt variant is re-served
@@ -262,7 +277,7 @@ class RunManifest(Record):
     server_args: list[str] | None = None  # the backend's extra server flags (a variant's server_args included)
     server_env: dict[str, str] | None = None  # a study variant's server_env
     server_version: str | None = None
-    kernels: dict[str, str] = Field(default_factory=dict)
+    kernels: KernelCounts = Field(default_factory=dict)
     engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
     layout: ServerLayout | None = None  # set by a study: how its servers were placed when this run's was started
 
@@ -281,6 +296,22 @@ class RunManifest(Record):
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None
     sequential: SequentialStop | None = None  # a sequential accuracy pass: where it stopped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_1(cls, obj: Any) -> Any:
+        if isinstance(obj, dict) and obj.get("schema_version") == 1:
+            return {**upgrade_kernels(obj), "schema_version": 2}
+        return obj
+
+
+def upgrade_kernels(obj: dict) -> dict:
+    """A record written before kernel counts (``kernels: {scheme: kernel}``) as ``{scheme: {kernel: None}}``:
+    the one kernel it kept, its count unknown."""
+    kernels = obj.get("kernels")
+    if isinstance(kernels, dict) and all(isinstance(v, str) for v in kernels.values()):
+        return {**obj, "kernels": {s: {k: None} for s, k in kernels.items()}}
+    return obj
 
 
 # --- scoring ---------------------------------------------------------------------------------

@@ -8,17 +8,28 @@ malformed field with the file and the field (:func:`load_summary`). The verdict 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from quantgate.judge.sequential import SequentialDecision
-from quantgate.schema.run import EngineSettings, LevelStats, Record, RunNumerics, TimeBudget, Verdict, parse_record
+from quantgate.schema.run import (
+    EngineSettings,
+    KernelCounts,
+    LevelStats,
+    Record,
+    RunNumerics,
+    TimeBudget,
+    Verdict,
+    parse_record,
+    upgrade_kernels,
+)
 from quantgate.schema.variant import LmEvalRun, read_record_file
 
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
-SUMMARY_SCHEMA_VERSION = 2
+# 3: each variant's ``kernels`` counts every choice vLLM logged per scheme (as run.json 2); 2 is read, upgraded
+SUMMARY_SCHEMA_VERSION = 3
 
 
 class StudyEcho(BaseModel):
@@ -95,7 +106,7 @@ class VariantSummary(Record):
     formats: dict[str, int] | None
     vision_bf16: bool | None
     files: dict[str, str]  # file name -> sha256, from quantgate.json
-    kernels: dict[str, str]
+    kernels: KernelCounts
     numerics: RunNumerics | None  # from run.json: per format, weights-only or weights+activations, and the evidence
     notes: list[str]
     server_version: str | None
@@ -129,6 +140,7 @@ class Summary(Record):
     sizes and weight hashes, worst pages, lm-eval results, provenance."""
 
     schema_version: int = SUMMARY_SCHEMA_VERSION
+    READS_SCHEMA_FROM: ClassVar[int] = 2
     kind: Literal["quantgate.report"] = "quantgate.report"
     created: str  # UTC, ISO 8601
     study: dict[str, Any]
@@ -153,6 +165,14 @@ class Summary(Record):
             err = e.errors()[0]
             raise ValueError(f"study.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
         return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_schema_2(cls, obj: Any) -> Any:
+        if isinstance(obj, dict) and obj.get("schema_version") == 2 and isinstance(obj.get("variants"), list):
+            variants = [upgrade_kernels(v) if isinstance(v, dict) else v for v in obj["variants"]]
+            return {**obj, "variants": variants, "schema_version": SUMMARY_SCHEMA_VERSION}
+        return obj
 
 
 def numerics_rows(r: Summary) -> list[dict[str, str]]:

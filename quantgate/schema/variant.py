@@ -35,18 +35,20 @@ def read_record_file(cls: type[R], path: Path, *, missing: str = "") -> R:
     if not isinstance(obj, dict) or obj.get("kind") != kind:
         got = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
         raise InputError(f"{path}: field 'kind' is {got!r}, not {kind!r}: this is not a {kind} file")
-    check_schema_version(obj, cls.model_fields["schema_version"].default, where=str(path))
+    supported = cls.model_fields["schema_version"].default
+    # a model that upgrades older layouts as it validates says from which version (READS_SCHEMA_FROM)
+    check_schema_version(obj, supported, where=str(path), oldest=getattr(cls, "READS_SCHEMA_FROM", supported))
     return parse_record(cls, obj, where=str(path))
 
 
-def check_schema_version(obj: dict, supported: int, *, where: str) -> None:
+def check_schema_version(obj: dict, supported: int, *, where: str, oldest: int | None = None) -> None:
     ver = obj.get("schema_version")
     if not isinstance(ver, int) or isinstance(ver, bool):
         raise InputError(f"{where}: field 'schema_version' is {ver!r}; expected the integer {supported}")
     if ver > supported:
         raise InputError(f"{where}: schema_version {ver} was written by a newer quantgate; this quantgate reads "
                          f"schema_version {supported}: upgrade quantgate, or rerun the stage that wrote it with this one")
-    if ver < supported:
+    if ver < (supported if oldest is None else oldest):
         raise InputError(f"{where}: schema_version {ver} was written by an older quantgate; this quantgate reads "
                          f"schema_version {supported}: rerun the stage that wrote it")
 

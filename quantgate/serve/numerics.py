@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.schema.run import Computes, FormatNumerics, RunNumerics
+from quantgate.schema.run import Computes, FormatNumerics, KernelCounts, RunNumerics
+from quantgate.serve.kernels import kernel_names
 
 MEASURED_BY = "tests/test_numerics.py::test_transformers_serve_numerics_per_format"
 MEASURED_E2E = "tests/test_numerics.py::test_served_text_is_the_activation_quantized_forward"
@@ -120,8 +121,8 @@ def _transformers(fmt: str, device: str, versions: dict[str, str | None]) -> For
     return FormatNumerics(format=fmt, computes=computes, activations=acts, evidence="measured", measured_by=MEASURED_BY)
 
 
-def _vllm(fmt: str, kernels: dict[str, str] | None) -> FormatNumerics:
-    named = sorted(set((kernels or {}).values()))
+def _vllm(fmt: str, kernels: KernelCounts | None) -> FormatNumerics:
+    named = sorted(kernel_names(kernels or {}))
     for k in named:
         if k in VLLM_KERNELS and VLLM_KERNELS[k][0] == fmt:
             _, computes, acts = VLLM_KERNELS[k]
@@ -132,7 +133,7 @@ def _vllm(fmt: str, kernels: dict[str, str] | None) -> FormatNumerics:
 
 
 def variant_numerics(variant: Path, backend: str, *, device: str | None = None,
-                     kernels: dict[str, str] | None = None,
+                     kernels: KernelCounts | None = None,
                      versions: dict[str, str | None] | None = None) -> RunNumerics:
     """Per quantized format of ``variant``: weights-only or weights+activations on ``backend``
     (``transformers`` with its ``device``; ``vllm`` with the ``kernels`` parsed from its log; any

@@ -233,7 +233,7 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     kernels read from the server's log, its notes); a start in this invocation replaces them."""
     manifest.server_command = old.server_command
     manifest.server_version = manifest.server_version or old.server_version
-    manifest.kernels = dict(old.kernels)
+    manifest.kernels = {s: dict(k) for s, k in old.kernels.items()}
     manifest.engine = old.engine
     manifest.layout = old.layout
     manifest.numerics = old.numerics
@@ -246,7 +246,7 @@ def _set_numerics(manifest: RunManifest, backend: Backend, variant: Path) -> Non
     from quantgate.serve.numerics import numerics_notes
 
     stale = set(numerics_notes(manifest.numerics)) if manifest.numerics else set()
-    manifest.numerics = backend.numerics(variant, dict(manifest.kernels))
+    manifest.numerics = backend.numerics(variant, manifest.kernels)
     fresh = numerics_notes(manifest.numerics) if manifest.numerics else []
     manifest.notes = [n for n in manifest.notes if n not in stale and n not in fresh] + fresh
 
@@ -259,7 +259,7 @@ def _read_server_log(manifest: RunManifest, backend: Backend, server) -> None:
     if facts.get("server_version"):
         manifest.server_version = facts["server_version"]
     if "kernels" in facts:
-        manifest.kernels = dict(facts["kernels"])
+        manifest.kernels = {s: dict(k) for s, k in facts["kernels"].items()}
     manifest.engine = engine_settings(backend, server, text)
     manifest.notes += [n for n in facts.get("notes", []) if n not in manifest.notes]
 

@@ -396,7 +396,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
         v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
-        "schema_version": 2, "kind": "quantgate.report", "created": None,
+        "schema_version": 3, "kind": "quantgate.report", "created": None,
         "study": study, "baseline": study["baseline"], "compare_level": compare_level, "noise_level": noise_level,
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,

@@ -90,6 +90,12 @@ def test_kernel_classes_per_decode_step(tmp_path):
     assert r["span_ms_per_step"] == pytest.approx((last - 100.0) / 1e3 / 2)
     table = kc.format_table({"bf16": r})
     assert "gemm" in table and "1.200" in table and "copies" in table
+    # every GEMM name kept, and the GEMM time per vLLM kernel (issue 30): the nvjet GEMM is cuBLAS, the
+    # GemmUniversal one names no vLLM kernel class
+    assert [g["name"] for g in r["gemm_names"]] == [KERNELS[1][0], KERNELS[2][0]]
+    by = r["gemm_by_kernel"]
+    assert by["cuBLAS (unquantized layers)"]["ms_per_step"] == pytest.approx(0.9)
+    assert by["other GEMM"]["share_of_gemm"] == pytest.approx(0.25) and len(by) == 2
 
 
 def test_a_trace_without_decode_steps_is_refused():

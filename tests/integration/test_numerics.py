@@ -186,7 +186,7 @@ def test_transformers_numerics_elsewhere_are_not_measured(tmp_path):
 
 def test_vllm_numerics_come_from_the_kernels_its_log_names(tmp_path):
     v = _variant(tmp_path, ["FP8_DYNAMIC", "NVFP4", "NVFP4A16"])
-    kernels = {"CompressedTensorsW8A8Fp8": "CutlassFP8ScaledMMLinearKernel", "NVFP4": "MarlinNvFp4LinearKernel"}
+    kernels = {"CompressedTensorsW8A8Fp8": {"CutlassFP8ScaledMMLinearKernel": 1}, "NVFP4": {"MarlinNvFp4LinearKernel": 1}}
     rec = variant_numerics(v, "vllm", kernels=kernels)
     fp8, nvfp4, a16 = rec.formats["fp8"], rec.formats["nvfp4"], rec.formats["nvfp4a16"]
     assert (fp8.computes, fp8.kernel, fp8.evidence) == \

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
-from quantgate.schema.run import EngineSettings
+from quantgate.schema.run import EngineSettings, KernelCounts
 
 if TYPE_CHECKING:
     from quantgate.schema.run import RunNumerics
@@ -102,7 +102,7 @@ class Backend(ABC):
         the caller, which saw the start."""
         return None
 
-    def numerics(self, model: Path, kernels: dict[str, str]) -> RunNumerics | None:
+    def numerics(self, model: Path, kernels: KernelCounts) -> RunNumerics | None:
         """What this backend computes per quantized format of ``model`` (weights-only or
         weights+activations), from measurements only (``quantgate.serve.numerics``); ``kernels`` are
         the ones read from this start's log. ``None`` when the model is not a folder quantgate reads."""

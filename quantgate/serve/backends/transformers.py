@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import Field
 
 from quantgate.errors import InputError
-from quantgate.schema.run import EngineSettings
+from quantgate.schema.run import EngineSettings, KernelCounts
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 
 
@@ -76,7 +76,7 @@ class TransformersBackend(Backend):
                          "concurrency levels; use it for accuracy, vLLM for speed")
         return notes
 
-    def numerics(self, model: Path, kernels: dict[str, str]):
+    def numerics(self, model: Path, kernels: KernelCounts):
         from quantgate.serve.numerics import variant_numerics
 
         # measured on CPU; another device is written "not measured" by variant_numerics

@@ -17,6 +17,7 @@ from pydantic import Field
 from quantgate.errors import InputError
 from quantgate.schema.run import EngineSettings
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
+from quantgate.serve.kernels import kernels_from_log
 
 VLLM_ENV = "QUANTGATE_VLLM"
 # Environment that changes vLLM's numerics, speed or compile-cache use, recorded in run.json when set.
@@ -109,19 +110,7 @@ class VllmBackend(Backend):
         return facts
 
 
-_KERNEL_RE = re.compile(r"(?:Using|Selected)\s+([A-Za-z0-9_]+(?:Kernel|LinearMethod|Backend))\b(?:\s+for\s+([A-Za-z0-9_]+))?")
 _VERSION_RE = re.compile(r"vLLM API server version (\S+)|LLM engine \(v(\d[\w.+-]*)\)", re.I)
-
-
-def kernels_from_log(text: str) -> dict[str, str]:
-    """The linear kernels vLLM says it chose (e.g. ``CutlassFP8ScaledMMLinearKernel``,
-    ``MarlinNvFp4LinearKernel``), keyed by the class/scheme it names, so a run records which code
-    path produced its numbers."""
-    found: dict[str, str] = {}
-    for m in _KERNEL_RE.finditer(text):
-        kernel, scheme = m.group(1), m.group(2)
-        found[scheme or kernel] = kernel
-    return found
 
 
 def version_from_log(text: str) -> str | None:

@@ -62,6 +62,10 @@ def test_committed_manifests_validate_against_their_models(tmp_path):
     for f in runs:
         obj = json.loads(f.read_text())
         dumped = read_record_file(RunManifest, f).model_dump()
+        if obj["schema_version"] == 1:  # read as run.json 2: each scheme's one kernel, its count not recorded
+            assert dumped["schema_version"] == 2
+            assert dumped["kernels"] == {s: {k: None} for s, k in obj["kernels"].items()}
+            obj = {**obj, "schema_version": 2, "kernels": dumped["kernels"]}
         assert {k: dumped[k] for k in obj} == obj  # older files lack fields added since, with their defaults
 
 
@@ -119,8 +123,8 @@ def test_summary_round_trips_and_refuses_foreign_newer_or_malformed(study_dir, t
         for n in (str(f), *needles):
             assert n in str(e.value)
 
-    refused({**good, "schema_version": 3}, "schema_version 3", "reads schema_version 2", "newer quantgate")
-    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 2", "older quantgate")
+    refused({**good, "schema_version": 4}, "schema_version 4", "reads schema_version 3", "newer quantgate")
+    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 3", "older quantgate")
     refused(_run("bf16", {1: 1.0}), "'quantgate.run'", "not a quantgate.report file")  # a run.json copied over it
     refused({**good, "verdicts": [{**good["verdicts"][0], "delta": "small"}]}, "field 'verdicts.0.delta'")
     refused({**good, "verdicts": [{**good["verdicts"][0], "verdict": "fine"}]}, "field 'verdicts.0.verdict'")
@@ -139,13 +143,13 @@ def test_gate_cli_on_a_newer_summary_is_one_line(study_dir):
     out, dirs = study_dir
     write_reports(_build(out, dirs), out)
     s = json.loads((out / "summary.json").read_text())
-    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 3}))
+    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 4}))
     r = subprocess.run([sys.executable, "-m", "quantgate", "report", str(out)], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "summary.json" in r.stderr and "reads schema_version 2" in r.stderr
+    assert "summary.json" in r.stderr and "reads schema_version 3" in r.stderr
     r = subprocess.run([sys.executable, "-m", "quantgate", "gate", str(out)], capture_output=True, text=True)
     assert r.returncode == 3 and not r.stderr and len(r.stdout.splitlines()) == 1
-    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 2" in r.stdout
+    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 3" in r.stdout
 
 
 def test_gate_reads_the_typed_summary(study_dir):

@@ -16,7 +16,7 @@ from tests.support.paths import REPO
 
 VLLM_LOG = """INFO 11-29 12:00:01 [api_server.py:1] vLLM API server version 0.26.0
 INFO 11-29 12:00:09 [fp8.py:88] Selected CutlassFP8ScaledMMLinearKernel for CompressedTensorsW8A8Fp8
-INFO 11-29 12:00:09 [nvfp4.py:41] Using MarlinNvFp4LinearKernel for CompressedTensorsW4A4Fp4
+INFO 11-29 12:00:09 [__init__.py:978] Using MarlinNvFp4LinearKernel for NVFP4 GEMM
 """
 
 
@@ -41,8 +41,7 @@ def test_vllm_without_a_command_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_kernels_parsed_from_the_log():
     k = kernels_from_log(VLLM_LOG)
-    assert k == {"CompressedTensorsW8A8Fp8": "CutlassFP8ScaledMMLinearKernel",
-                 "CompressedTensorsW4A4Fp4": "MarlinNvFp4LinearKernel"}
+    assert k == {"CompressedTensorsW8A8Fp8": {"CutlassFP8ScaledMMLinearKernel": 1}, "NVFP4": {"MarlinNvFp4LinearKernel": 1}}
 
 
 def test_openai_backend_needs_an_endpoint():
@@ -342,8 +341,8 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
     first = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
                           log=lambda s: None)
     assert first.server_version == "vllm 0.26.0" and first.server_command[:2] == ["sh", "-c"]
-    assert first.kernels == {"CompressedTensorsW8A8Fp8": "CutlassFP8ScaledMMLinearKernel",
-                             "CompressedTensorsW4A4Fp4": "MarlinNvFp4LinearKernel"}
+    assert first.kernels == {"CompressedTensorsW8A8Fp8": {"CutlassFP8ScaledMMLinearKernel": 1},
+                             "NVFP4": {"MarlinNvFp4LinearKernel": 1}}
     num = first.numerics
     assert (num.backend, num.quantized, list(num.formats)) == ("vllm", True, ["fp8", "nvfp4"])
     assert (num.formats["fp8"].computes, num.formats["fp8"].kernel) == \
