@@ -25,10 +25,10 @@ class Block:
     inline: bool = False  # a formula found inside running text (a candidate only)
 
 
-def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+def _blank(text: str, spans: list[tuple[int, int]], fill: str = " ") -> str:
     chars = list(text)
     for a, b in spans:
-        chars[a:b] = " " * (b - a)
+        chars[a:b] = fill * (b - a)
     return "".join(chars)
 
 
@@ -123,7 +123,9 @@ def pipe_table_html(rows: list[list[str]]) -> str:
 def _pipe_tables(text: str) -> tuple[str, list[Block]]:
     """Runs of lines that start and end with '|' become one HTML table each (rows left without cells
     dropped). Upstream converts only when the page has at least two pipe rows, and loses the line just
-    above a table when no blank line separates them: both kept, as the published numbers were computed so."""
+    above a table when no blank line separates them: both kept, as the published numbers were computed so.
+    A converted table also ends the paragraphs around it, as upstream's conversion does: it is blanked
+    with line breaks, not spaces."""
     if len(_ROW_SPAN.findall(text + "\n")) < 2:
         return text, []
     blocks, taken = [], []
@@ -143,7 +145,7 @@ def _pipe_tables(text: str) -> tuple[str, list[Block]]:
         begin = starts[first - 1] if first and lines[first - 1].strip() else starts[first]
         blocks.append(Block("html_table", starts[first], pipe_table_html(rows)))
         taken.append((begin, starts[k] - 1))
-    return _blank(text, taken), blocks
+    return _blank(text, taken, fill="\n"), blocks
 
 
 _CODE = re.compile(r"```(\w+)\n(.*?)```", re.S)
@@ -170,7 +172,9 @@ def _paragraphs(text: str) -> list[Block]:
     sep = "\n\n" if "\n\n" in text else "\n"
     blocks, offset = [], 0
     for part in text.split(sep):
-        start, offset = offset, offset + len(part) + len(sep)
+        # Upstream's offset for a paragraph leaves out the separators before it, so a paragraph sorts
+        # slightly early against blocks taken out whole; kept, as it decides the order of formula candidates.
+        start, offset = offset, offset + len(part)
         tidy = "\n".join(s for s in (line.strip() for line in part.strip().split("\n")) if s)
         if not tidy:
             continue
