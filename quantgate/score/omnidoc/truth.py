@@ -136,7 +136,10 @@ def _skip_unreadable_tables(page: TruthPage) -> TruthPage:
     for b in page.blocks:
         if b.category == cat.TABLE:
             try:
-                if check_table(table_html(b.html or "")) == 0:
+                normalised = table_html(b.html or "")
+                if not normalised:
+                    raise TableError("no <table> in it")
+                if check_table(normalised) == 0:
                     raise TableError("the table has no rows or cells")
             except TableError as e:
                 skipped.append(SkippedBlock(anno_id=b.anno_ids[0] if b.anno_ids else None, category=b.category,

@@ -75,7 +75,7 @@ def test_per_table_teds_matches_upstream(scored):
                                                         for s in scored.values()) == 10
     diffs = []
     for name, s in scored.items():
-        for ours, theirs, key in (("omnidoc_table_teds", "TEDS", 0), ("omnidoc_table_teds_struct", "TEDS_structure_only", 1)):
+        for ours, theirs in (("omnidoc_table_teds", "TEDS"), ("omnidoc_table_teds_struct", "TEDS_structure_only")):
             published = [t["metric"][theirs] for t in by_page.get(Path(name).stem, [])]
             assert len(s.tables.get(ours, [])) == len(published), name
             diffs += [abs(a - b) for a, b in zip(s.tables.get(ours, []), published, strict=True)]
