@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import types
+import warnings
 from pathlib import Path
 
 REFERENCE = Path(os.environ.get("QUANTGATE_OMNIDOC_REFERENCE")
@@ -58,12 +59,14 @@ def load() -> types.SimpleNamespace:
     try:
         for name in ("utils", "metrics"):
             sys.modules.pop(name, None)
-        return types.SimpleNamespace(
-            extract=importlib.import_module("utils.extract"),
-            preprocess=importlib.import_module("utils.data_preprocess"),
-            match_quick=importlib.import_module("utils.match_quick"),
-            table_metric=importlib.import_module("metrics.table_metric"),
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # upstream's regex strings have stray escapes
+            return types.SimpleNamespace(
+                extract=importlib.import_module("utils.extract"),
+                preprocess=importlib.import_module("utils.data_preprocess"),
+                match_quick=importlib.import_module("utils.match_quick"),
+                table_metric=importlib.import_module("metrics.table_metric"),
+            )
     finally:
         for name in set(sys.modules) - set(saved_modules):
             if name.split(".")[0] in ("utils", "metrics", "evaluate"):

@@ -3,8 +3,8 @@ behaviour of upstream's utils/extract.py at 24e6428, re-implemented): LaTeX tabl
 formulas (and inline ones, which stay in their text too and compete as formula candidates), markdown pipe
 tables (as HTML), fenced code, and paragraphs.
 
-Each extracted span is blanked (replaced by spaces of the same length) so later steps do not see it
-again and every block keeps its offset in the page, which orders the blocks."""
+Each extracted span is blanked (replaced by as many spaces, or line breaks for pipe tables) so later steps
+do not see it again and every block keeps its offset in the page, which orders the blocks."""
 
 from __future__ import annotations
 

@@ -32,11 +32,6 @@ class TruthBlock(_Record):
     ignore: bool = False  # OmniDocBench's flag, kept as given: the v1.0 protocol does not read it
     anno_ids: list[int] = Field(default_factory=list)  # several: truncated blocks merged into this one
 
-    @property
-    def content(self) -> str | None:
-        field = cat.CONTENT_FIELD.get(self.category)
-        return getattr(self, field) if field else None
-
 
 class SkippedBlock(_Record):
     anno_id: int | None

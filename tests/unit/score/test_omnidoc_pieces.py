@@ -63,6 +63,14 @@ def test_pipe_tables_lose_what_upstream_loses():
     assert [b.kind for b in split_blocks("| lone | row |")] == ["text"]
 
 
+def test_nested_html_tables_are_one_block_and_an_unclosed_one_does_not_swallow_the_page():
+    inner = "<table><tr><td>in</td></tr></table>"
+    blocks = split_blocks(f"<table><tr><td>{inner}</td></tr></table>\n\n<table><tr><td>open\n\nafter")
+    assert [(b.kind, b.content) for b in blocks] == [
+        ("html_table", f"<table><tr><td>{inner}</td></tr></table>"),
+        ("text", "<table><tr><td>open"), ("text", "after")]
+
+
 # --- normalisation -------------------------------------------------------------------------------------
 
 def test_text_is_compared_by_letters_digits_and_cjk_with_inline_math_read_as_unicode():
@@ -173,6 +181,14 @@ def test_an_empty_prediction_gets_the_worst_values_where_the_truth_has_something
     s = score_page("", load_truth(_truth_json(tmp_path, blocks))["p1.jpg"])
     assert s.values == {"omnidoc_text_edit": 1.0, "omnidoc_formula_edit": 1.0, "omnidoc_table_teds": 0.0,
                         "omnidoc_table_teds_struct": 0.0, "omnidoc_table_edit": 1.0, "omnidoc_reading_order_edit": 1.0}
+
+
+def test_latex_table_predictions_score_teds_zero_and_say_so(tmp_path):
+    blocks = [{"category_type": "table", "anno_id": 1, "order": 1, "html": "<table><tr><td>a</td></tr></table>",
+               "latex": "\\begin{tabular}{c} a \\end{tabular}", "ignore": False}]
+    s = score_page("\\begin{tabular}{c} a \\end{tabular}", load_truth(_truth_json(tmp_path, blocks))["p1.jpg"])
+    assert s.values["omnidoc_table_teds"] == 0.0 and s.tables["omnidoc_table_teds"] == [0.0]
+    assert any("LaTeX table" in n for n in s.notes)
 
 
 def test_truncated_blocks_are_merged_repeating_a_chains_middle_as_upstream(tmp_path):
