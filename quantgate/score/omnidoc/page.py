@@ -115,7 +115,9 @@ def _text(page: TruthPage, blocks: list[Block], values: dict) -> None:
 
     # Reading order: the truth orders of the matched blocks, read in the prediction's order, against
     # all the scored truth blocks' orders sorted (an unmatched block counted as often as it is listed).
-    truth_orders = lambda ti: [o for o in (truth.items[i].order for i in ti) if o]  # noqa: E731
+    def truth_orders(ti: tuple[int, ...]) -> list[int]:
+        return [o for o in (truth.items[i].order for i in ti) if o]
+
     listed = sorted(o for ti, _ in pairs for o in truth_orders(ti))
     matched = sorted(((pred.items[pj[0]].start, ti) for ti, pj in pairs if ti and pj), key=lambda t: t[0])
     as_read = [o for _, ti in matched for o in truth_orders(ti)]
