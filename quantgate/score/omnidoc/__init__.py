@@ -2,7 +2,14 @@
 quantgate metric family: docs/metrics.md."""
 
 from quantgate.score.omnidoc.page import METRICS, OmniMetric, PageScore, aggregate, score_page, scored_counts
-from quantgate.score.omnidoc.truth import TruthBlock, TruthPage, load_truth, parse_truth, truth_from_markdown
+from quantgate.score.omnidoc.truth import (
+    TruthBlock,
+    TruthPage,
+    load_truth,
+    parse_truth,
+    truth_from_markdown,
+    truth_markdown,
+)
 
 __all__ = ["METRICS", "OmniMetric", "PageScore", "TruthBlock", "TruthPage", "aggregate", "load_truth",
-           "parse_truth", "score_page", "scored_counts", "truth_from_markdown"]
+           "parse_truth", "score_page", "scored_counts", "truth_from_markdown", "truth_markdown"]

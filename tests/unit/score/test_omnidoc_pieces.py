@@ -273,3 +273,17 @@ def test_truth_that_is_not_omnidocbench_json_is_refused(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps([page, page]), encoding="utf-8")
     with pytest.raises(InputError, match="'x.jpg' appears twice"):
         load_truth(tmp_path / "c.json")
+
+
+def test_truth_rendered_as_markdown_scores_perfectly_against_its_record(tmp_path):
+    from quantgate.score.omnidoc.truth import truth_markdown
+
+    blocks = BLOCKS + [{"category_type": "equation_isolated", "anno_id": 8, "order": 5, "latex": "E = m c^2", "ignore": False},
+                       {"category_type": "table", "anno_id": 9, "order": 6, "ignore": False,
+                        "html": '<table><tr><td rowspan="2">a</td><td>b</td></tr><tr><td>c</td></tr></table>'}]
+    page = load_truth(_truth_json(tmp_path, blocks))["p1.jpg"]
+    md = truth_markdown(page)
+    assert md.startswith("Journal X\n\nIntro\n\nThe cat sat on the mat.")  # no order (a header) sorts first
+    assert score_page(md, page).values == {
+        "omnidoc_text_edit": 0.0, "omnidoc_formula_edit": 0.0, "omnidoc_table_teds": 1.0,
+        "omnidoc_table_teds_struct": 1.0, "omnidoc_table_edit": 0.0, "omnidoc_reading_order_edit": 0.0}
