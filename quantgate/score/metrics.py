@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from quantgate.errors import InputError
 from quantgate.score.normalize import DEFAULT, Normalization
+from quantgate.score.tokenize import words
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,12 @@ def _cer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
 def _wer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     from rapidfuzz.distance import Levenshtein
 
-    p, t = norm(pred).split(), norm(truth).split()
+    p, t = words(norm(pred)), words(norm(truth))
     return Levenshtein.distance(p, t) / max(len(t), 1)
 
 
 def _bow_f1(pred: str, truth: str, norm: Normalization = Normalization(strip_markdown=True)) -> float:
-    p, t = Counter(norm(pred).split()), Counter(norm(truth).split())
+    p, t = Counter(words(norm(pred))), Counter(words(norm(truth)))
     if not p and not t:
         return 1.0
     common = sum((p & t).values())
@@ -117,10 +118,10 @@ register(Metric("ned", False, (0.0, 1.0), "truth", 1.0, _ned,
                 0.01, "one character in a hundred"))
 register(Metric("cer", False, (0.0, None), "truth", 1.0, _cer, "character error rate: edits / len(truth)",
                 0.01, "one character error per hundred truth characters"))
-register(Metric("wer", False, (0.0, None), "truth", 1.0, _wer, "word error rate: word edits / words in truth",
+register(Metric("wer", False, (0.0, None), "truth", 1.0, _wer, "word error rate: word edits / words in truth (a CJK, kana or Thai character is a word)",
                 0.02, "one word in fifty (one wrong character already costs its whole word)"))
 register(Metric("bow_f1", True, (0.0, 1.0), "truth", 0.0, _bow_f1,
-                "bag-of-words F1 after markdown stripping: content regardless of order",
+                "bag-of-words F1 after markdown stripping: content regardless of order (words as wer counts them)",
                 0.01, "about one word in a hundred missing or extra"))
 register(Metric("table_teds", True, (0.0, 1.0), "truth", 0.0, _table_teds,
                 "tree-edit-distance similarity of tables (pages whose truth has tables)",
