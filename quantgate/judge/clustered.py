@@ -5,23 +5,26 @@ benchmarks/verdict_calibration_documents.py runs the very code a verdict runs.
 * d = candidate − baseline per page, oriented so that higher is better. The estimate is the page-weighted
   mean r = Σ T_i / Σ n_i over documents i (T_i: the sum of d over its n_i pages), a ratio estimator; its
   standard error is the linearised one, se² = G/(G−1) · Σ u_i² / N², u_i = T_i − r·n_i.
-* Kish's design effect deff = se² / (s²/N) (s² the page-level variance), effective n = N / max(1, deff);
-  effective documents G_eff = N² / Σ n_i² (Kish's, for unequal document sizes).
+* Kish's design effect deff = se² / (s²/N) (s² the page-level variance), effective n = N / max(1, deff).
 * The interval: each end the outer of (a) a studentized bootstrap of Hall's (1992) skewness-corrected t
   that resamples documents, not pages (the ratio and its linearised se recomputed in every resample), and
   (b) the Student-t bound r ∓ t_{G−1}·se. A side the bootstrap cannot bound — more than α of resamples
   with no spread on that side, e.g. a lone damaged document — is unbounded: there is no fallback interval.
 * Rare failures (the Bernoulli worst case): a failure that damages a share q = m/D of pages by D has mean
   −m, and n independent pages all miss it with probability (1 − m/D)^n. So no pass below
-  n_rare = ⌈ln α / ln(1 − m/D)⌉ effective pages (≈ 3·D/m), and, because a failure can ruin whole documents,
-  below n_rare(D_doc) effective documents (D_doc: the worst page-weighted damage of one document, ≤ D).
-  A declared D the pages contradict (a page damaged by more) is replaced by the ceiling.
+  n_rare = ⌈ln α / ln(1 − m/D)⌉ effective pages (≈ 3·D/m) and, because a failure can ruin whole documents
+  (the largest ones at worst), below ``documents_rule`` documents (D_doc ≤ D: the worst page-weighted
+  damage of one document). A declared D the pages contradict (a page damaged by more) is replaced.
+* The bounded test: a pass also needs a test by betting (``log_wealth``) that is valid for any distribution
+  within those bounds — heavy tails, rare failures, discrete scores — where the interval is not.
 * ``classify`` applies the reasons in a fixed order; ``decide`` is one verdict; ``plan`` the pages and
   documents needed at a planning alternative; ``document_order``/``plan_looks`` the sequential design
   (its boundaries come from the spending functions of quantgate's group-sequential module).
 
 Hand-written: no maintained library offers a cluster (document-level) studentized bootstrap of a ratio
-with Hall's correction, vectorised over simulated studies, or the rare-failure rule.
+with Hall's correction, vectorised over simulated studies; confseq (Howard & Waudby-Smith) has betting
+confidence sequences for [0, 1] samples one at a time, not for document sums with a per-study stake cap
+vectorised over studies, and this module is numpy/scipy only.
 """
 
 from __future__ import annotations
@@ -40,13 +43,13 @@ ALPHA = 0.05  # one-sided, each side
 DEFAULT_RESAMPLES = 10_000
 MIN_RESAMPLES = 1_000
 MIN_PAGES = 30
-# Below 30 documents the interval alone (no count rule) falsely passed more than 6% of clustered studies
-# whose documents all shift (benchmarks/verdict_calibration_documents.py, "min_documents" rows).
+# Below 30 documents the interval alone (no count rule, no bounded test) falsely passed more than 6% of
+# clustered studies whose documents all shift (benchmarks/verdict_calibration_documents.py, "diagnostics").
 MIN_DOCUMENTS = 30
 # The bounded test stakes at most 90% of what a page (document) at the worst damage would take: one such
-# page then costs ln 10 of log wealth instead of all of it (at 100% a single outright failure among 1,000
-# checks pages ruined the test for good), and identical scores would need ~11% more pages than the count
-# rule — which is why identical scores are judged by the count rule alone (an exact test on them).
+# page then costs ln 10 of log wealth instead of all of it, for good (a checks page with one check that
+# flips is such a page), and identical scores need ~11% more pages than the count rule — which is why
+# identical scores are judged by the count rule alone (an exact test on them).
 STAKE_CAP = 0.9
 DEFAULT_POWER = 0.80
 PLANNING_CONFIDENCE = 0.80  # pages_needed plans with an 80% upper confidence bound on the spread
@@ -499,8 +502,8 @@ class Decision:
     effective_n: float
     interval: str  # "cluster_hall_t" or "degenerate"
     lower_bound_from: str  # "studentized_hall", "student_t" or "unbounded"
-    p_regression: float
-    p_noninferiority: float
+    p_regression: float  # H0′ mean ≥ −margin, from the interval (Holm-adjust a family of these)
+    p_noninferiority: float  # H0 mean ≤ −margin: the larger of the interval's and the bounded test's
     noise_floor: float | None
     noise_mean: float | None
     worst_page_damage: float  # D in force
@@ -591,7 +594,9 @@ def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPH
         margin=margin, alpha=alpha, look_alpha=interval_alpha, pages=int(cl.pages[0]), documents=G,
         largest_document=int(cl.largest_document[0]), design_effect=float(cl.design_effect[0]),
         effective_n=float(cl.effective_n[0]), interval="degenerate" if b.degenerate[0] else "cluster_hall_t",
-        lower_bound_from=lo_from, p_regression=float(b.p_regression[0]), p_noninferiority=float(b.p_noninferiority[0]),
+        lower_bound_from=lo_from, p_regression=float(b.p_regression[0]),
+        # the interval's p and the bounded test's (1/wealth, an e-value's p): at most α exactly when both reject
+        p_noninferiority=max(float(b.p_noninferiority[0]), min(1.0, math.exp(-wealth))),
         noise_floor=None if floor is None else float(floor[0]), noise_mean=noise_mean,
         worst_page_damage=float(D[0]), worst_page_damage_source=source(D_decl, page_ref[0], "range"),
         worst_document_damage=float(Dd[0]),
