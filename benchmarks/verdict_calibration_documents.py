@@ -184,7 +184,8 @@ def _key(model, shape, p) -> str:
 def _load_calibration(path: Path) -> None:
     if path.exists():
         for k, v in json.loads(path.read_text()).get("calibrated", {}).items():
-            _CALIBRATED[k] = {a: ({int(j): x for j, x in b.items()} if isinstance(b, dict) else b) for a, b in v.items()}
+            _CALIBRATED[k] = {a: ({int(j): x for j, x in b.items()} if isinstance(b, dict) else b)
+                              for a, b in v.items()}
 
 
 def calibrate(model: str, p: dict, shape: str) -> dict:
@@ -551,7 +552,8 @@ def main(argv=None) -> dict:
         cells.append(run_cell(cell, {"at_margin": a.studies, "at_zero": a.zero_studies}, a.resamples))
         cells[-1]["targets"] = passes(cells[-1])
         print(_row(cells[-1]), flush=True)
-    res = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])]),
+    args = argv if argv is not None else sys.argv[1:]
+    res = {"command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *args]),
            "quick": a.quick, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                           "numpy": np.__version__},
            "margin": MARGIN, "checks_margin": CHECKS_MARGIN, "alpha_one_sided": ALPHA, "resamples": a.resamples,

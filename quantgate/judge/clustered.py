@@ -120,12 +120,12 @@ class Cluster:
     pages: np.ndarray  # N
     documents: int  # G
     largest_document: np.ndarray  # pages of the largest document, n_max
+    u: np.ndarray  # (S, G) residual totals T_i − r·n_i
 
     @property
     def size_ratio(self) -> np.ndarray:
         """n_max / n̄: how much larger than the mean the largest document is (1 for equal documents)."""
         return self.largest_document * self.documents / self.pages
-    u: np.ndarray  # (S, G) residual totals T_i − r·n_i
 
 
 def cluster_summary(docs: Documents) -> Cluster:
@@ -297,7 +297,8 @@ def log_wealth(docs: Documents, margin: float, damage_document, *, shift=None) -
     nonnegative supermartingale under H0 and exceeds 1/α with probability at most α (Ville), whatever the
     distribution within the bounds — heavy tails, rare failures, discrete scores — at any look.
     On identical scores every λ sits at the cap: 1/α after ⌈ln(1/α) / ln(1 + 0.9·m/(D_doc − m))⌉ equal
-    documents, about 11% more than the count rule. Returns the cumulative log wealth, (S, G); ``shift`` (S,) replaces −margin (to invert the test)."""
+    documents, about 11% more than the count rule. Returns the cumulative log wealth, (S, G); ``shift``
+    (S,) replaces −margin (to invert the test)."""
     n, T = docs.pages, docs.total
     S, G = n.shape
     mu0 = np.full(S, -margin) if shift is None else np.asarray(shift, dtype=np.float64)
@@ -400,8 +401,8 @@ def check_floor(metric: str, floor, lo: float = 0.0, hi: float = 1.0) -> float |
 # --- decisions -------------------------------------------------------------------------------------
 
 def classify(cl: Cluster, b: Bounds, margin: float, *, all_zero, outputs_identical, floor, pages_rule,
-             documents_rule, bounded_ok, baseline_ok=True, min_pages: int = MIN_PAGES, min_documents: int = MIN_DOCUMENTS,
-             equivalence: bool = False) -> tuple[np.ndarray, np.ndarray]:
+             documents_rule, bounded_ok, baseline_ok=True, min_pages: int = MIN_PAGES,
+             min_documents: int = MIN_DOCUMENTS, equivalence: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and reason codes (indices into VERDICTS / REASONS) for S studies, the first rule that applies:
     baseline unfit → too few pages → too few documents → identical (a pass only once rare failures are
     ruled out) → noise floor above the margin → interval beyond the margin (a regression needs no count
