@@ -228,6 +228,11 @@ def test_interval_reasons_and_noise():
     assert straddle.reason == "ci_straddles_margin" and straddle.pages_needed >= straddle.rare_failure_pages
     noisy = _decide(rng.normal(0, 0.01, 600), noise=rng.normal(0.02, 0.02, 600))
     assert noisy.reason == "noise_exceeds_margin" and noisy.noise_floor > M
+    assert noisy.pages_needed is None  # the baseline's own shift (0.02) reaches the margin: no size helps
+    e = rng.normal(0, 1, 600)
+    e = 0.007 + 0.06 * (e - e.mean()) / e.std(ddof=1)  # shifted 0.007 against itself, floor above 0.01
+    shaky = _decide(rng.normal(0, 0.01, 600), noise=e)
+    assert shaky.reason == "noise_exceeds_margin" and shaky.pages_needed > 2000  # ≈ (2.49·0.06/0.003)²
     good = _decide(rng.normal(0, 0.01, 600), noise=rng.normal(0, 0.002, 600))
     assert (good.verdict, good.reason) == ("within_noise", "ci_inside_margin")
     assert good.bounded_low <= good.mean and good.bounded_low > -M
