@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import os
 
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")  # as speed_sweep.py: the same compile-cache conditions
     a.out.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 from quantgate.cli._args import concurrency_level, existing_path, print_json
+from quantgate.schema.metrics import METRICS
 
-# The registry's margins, spelled out so that building the parser imports no numpy; a test keeps them equal.
-DEFAULT_MARGINS = "ned 0.01, cer 0.01, wer 0.02, bow_f1 0.01, table_teds 0.02, checks 0.02"
+DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
 
 
 def register(sub) -> None:
@@ -92,8 +92,10 @@ def _resamples(s: str) -> int:
 def cmd_score(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from quantgate.pages import load_pageset
-    from quantgate.score import load_predictions, parse_metric_list, score_pages, summarize, write_scores
+    from quantgate.io.pageset import load_pageset
+    from quantgate.io.scores import write_scores
+    from quantgate.judge.describe import summarize
+    from quantgate.score import load_predictions, parse_metric_list, score_pages
 
     ps = load_pageset(a.pages)
     metrics = parse_metric_list(a.metrics)
@@ -102,18 +104,19 @@ def cmd_score(a: argparse.Namespace) -> int:
     with tqdm(total=len(pages), desc="scoring", unit="page", file=sys.stderr, disable=None) as bar:
         rows = score_pages(ps, preds, metrics, a.split, progress=lambda _: bar.update(1))
     write_scores(a.output, rows)
-    summ = summarize(rows, metrics)
-    n_empty = sum(r["empty"] for r in rows)
-    n_missing = sum(r.get("error") == "missing" for r in rows)
+    summ = summarize(rows, [m.spec for m in metrics])
+    n_empty = sum(r.empty for r in rows)
+    n_missing = sum(r.error == "missing" for r in rows)
     if a.json:
-        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "metrics": summ})
+        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing,
+                    "metrics": [x.model_dump() for x in summ]})
         return 0
     print(f"{'metric':<12}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI")
-    for s in summ:
-        if s["mean"] is None:
-            print(f"{s['metric']:<12}{'':>7}{0:>7}{'n/a':>10}")
+    for x in summ:
+        if x.mean is None or x.ci95 is None:
+            print(f"{x.metric:<12}{'':>7}{0:>7}{'n/a':>10}")
             continue
-        print(f"{s['metric']:<12}{s['direction']:>7}{s['n']:>7}{s['mean']:>10.4f}   [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]")
+        print(f"{x.metric:<12}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]")
     print(f"{len(rows)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
     return 0
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import atomic_write_json, atomic_write_text, read_jsonl, recorded_path, safe_join
-from quantgate.schema.variant import LmEvalRun, MetricResult, read_record_file
+from quantgate.schema.base import read_record_file
+from quantgate.schema.lmeval import LmEvalRun, MetricResult
 
 RESULT = "lmeval.json"
 __all__ = ["RESULT", "LmEvalRun", "MetricResult", "load_lmeval", "run_lmeval"]  # the records live in records_files

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import atomic_write_json, sha256_bytes, sha256_file
-from quantgate.pages.pageset import MANIFEST_FILE, PAGES_FILE, split_of
-from quantgate.schema.run import PageRecord, PageSetManifest, PageSource, SynthSpec
+from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource, SynthSpec
 
 # Bundled DejaVu fonts first (their licence is in assets/fonts/LICENSE), so pages render the same
 # on every machine — a GPU box without fonts renders the reader's training pages like CI does.

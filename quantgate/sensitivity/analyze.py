@@ -12,7 +12,8 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import append_jsonl, atomic_write_json, read_jsonl
-from quantgate.schema.run import DEFAULT_PROMPT, parse_record
+from quantgate.schema.base import parse_record
+from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.sensitivity import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_KEEP_BF16,
@@ -68,16 +69,12 @@ def analyze(model_dir: Path, pageset_dir: Path, out: Path, *, formats: list[str]
             keep_bf16: list[str] | None = None, bandwidth_gbps: float | None = None, batch_pages: int = 16,
             device: str = "auto", overwrite: bool = False, trust_remote_code: bool = False, log=print,
             show_progress: bool = True, replay_upstream: bool = True) -> SensitivityFile:
-    import os
-
-    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override)
-    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from quantgate.io.modeldir import check_model_dir
+    from quantgate.io.pageset import load_pageset
     from quantgate.io.provenance import package_versions
-    from quantgate.pages import load_pageset
     from quantgate.quantize.build import _PKGS
     from quantgate.quantize.calibrate import calibration_samples
     from quantgate.quantize.classify import list_modules

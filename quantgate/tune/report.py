@@ -4,21 +4,19 @@ recipe drawn on it and the predicted (summed KL) damage of each trial against it
 page-score change — whether the additive model held.
 
 Read from ``OUT/tune/*/tune.json`` and the sensitivity file each tune copied beside it; a study
-folder without them gets no section. Only the two record types are imported, no stage."""
+folder without them gets no section. Registered with ``report.sections``, which imports nothing of the tune."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.schema.run import parse_record
+from quantgate.report.html import COLOR, WORD, figure_svg, template_env
+from quantgate.report.sections import register_section
+from quantgate.schema.base import parse_record
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.schema.tune import Measured, TuneFile
 from quantgate.sensitivity.budget import human
-
-WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
-        "not_equivalent": "NOT EQUIVALENT"}
-COLOR = {"within_noise": "tab:green", "regression": "tab:red", "inconclusive": "tab:orange", "not_equivalent": "tab:red"}
 
 
 def load_tunes(out: Path) -> list[tuple[TuneFile, SensitivityFile | None]]:
@@ -97,12 +95,6 @@ def markdown_lines(out: Path) -> list[str]:
     return lines
 
 
-def _svg(fig) -> str:
-    from quantgate.report.html import _svg as svg
-
-    return svg(fig)
-
-
 def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: dict[str, list[str]]) -> str:
     """Groups (rows, layer × kind) × formats (columns, largest first); colour = log10 KL; the recipe's
     format per group boxed; formats the tune ruled out crossed."""
@@ -143,7 +135,7 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:cyan", lw=2.5))
     cb = fig.colorbar(im, ax=ax, fraction=0.05)
     cb.set_label("log10 KL (nats/token)")
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def damage_svg(tunes: list[TuneFile]) -> str | None:
@@ -184,7 +176,7 @@ def damage_svg(tunes: list[TuneFile]) -> str | None:
     ax.set_title(f"dotted: margin{'s' if len(margins) > 1 else ''}; colour: the {metric} verdict", fontsize=8)
     if len(seen) > 1:
         ax.legend(fontsize=7)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def html_sections(out: Path) -> list[str]:
@@ -194,7 +186,7 @@ def html_sections(out: Path) -> list[str]:
     tunes = load_tunes(out)
     if not tunes:
         return []
-    env = _env()
+    env = template_env("quantgate.tune")
     blocks = []
     for tf, sens in tunes:
         chosen = next((t for t in tf.trials if t.trial == tf.chosen), None)
@@ -218,11 +210,6 @@ def html_sections(out: Path) -> list[str]:
     return blocks
 
 
-def _env():
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    return Environment(loader=PackageLoader("quantgate.tune", "templates"), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
 __all__ = ["html_sections", "load_tunes", "markdown_lines", "trial_rows", "trials_text"]
+
+register_section("tune", markdown_lines, html_sections)  # the report imports no tune: the tune adds itself

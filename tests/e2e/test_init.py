@@ -51,7 +51,7 @@ def test_init_writes_a_study_that_runs_as_written(reader_pages, tmp_path):
 
 
 def test_init_imports_images_with_truth_beside_the_yaml(reader_pages, tmp_path):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     src = load_pageset(reader_pages)
     imgs, truth = tmp_path / "scans", tmp_path / "md"

@@ -41,7 +41,7 @@ def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pag
     src_bytes = (tiny_models[arch] / "model.safetensors").stat().st_size
     for preset in PRESETS:
         out = tmp_path / preset
-        m = quantize(tiny_models[arch], preset, out, calibration=synth_pageset, samples=2, log=lambda s: None)
+        m = quantize(tiny_models[arch], preset, out, calibration=synth_pageset, samples=2, log=lambda s: None).manifest.model_dump()
         planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
         kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
         # the checkpoint says what the plan says, module by module
@@ -167,7 +167,7 @@ def test_output_holding_another_variant_is_refused(tiny_models, tmp_path):
     out = tmp_path / "v"
     quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None)
     before = (out / "quantgate.json").read_bytes()
-    again = quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None)  # same inputs: reused
+    again = quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None).manifest.model_dump()  # same inputs: reused
     assert (out / "quantgate.json").read_bytes() == before and again["recipe"]["name"] == "fp8-dynamic"
     with pytest.raises(InputError, match="--overwrite"):
         quantize(tiny_models["llava"], "nvfp4a16", out, log=lambda s: None)
@@ -178,7 +178,7 @@ def test_output_holding_another_variant_is_refused(tiny_models, tmp_path):
 
 def test_verification_catches_a_plan_mismatch(tiny_models, tmp_path):
     out = tmp_path / "v"
-    m = quantize(tiny_models["qwen2_5_vl"], "fp8-dynamic", out, log=lambda s: None)
+    m = quantize(tiny_models["qwen2_5_vl"], "fp8-dynamic", out, log=lambda s: None).manifest.model_dump()
     planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
     kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
     wrong = dict(planned)
@@ -194,7 +194,7 @@ def test_raw_llmcompressor_recipe_accepted(tiny_models, tmp_path):
         "ignore": ["re:.*lm_head", "re:.*visual.*", "re:.*merger.*"]}}}}
     f = tmp_path / "raw.yaml"
     f.write_text(yaml.safe_dump(raw))
-    m = quantize(tiny_models["qwen2_5_vl"], f, tmp_path / "v", log=lambda s: None)
+    m = quantize(tiny_models["qwen2_5_vl"], f, tmp_path / "v", log=lambda s: None).manifest.model_dump()
     fmts = {r["kind"]: set() for r in m["plan"]["modules"]}
     for r in m["plan"]["modules"]:
         fmts[r["kind"]].add(r["format"])
@@ -235,7 +235,7 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     """input_fingerprint decides reuse. Each input that changes the weights flips it; what does not
     (a README, the held-out pages, more samples than the split holds, the device) leaves it alone."""
     import quantgate.quantize.build as qrun
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.quantize.build import input_fingerprint
 
     model = tmp_path / "m"
@@ -247,7 +247,7 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     kw = {"samples": 2, "max_seq_len": 512, "prompt": "p", "pipeline": "basic", "text_only": False}
 
     def fp(recipe=nvfp4, cal=synth_pageset, **over):
-        return input_fingerprint(model, recipe, cal, **{**kw, **over})
+        return input_fingerprint(model, recipe, cal, **{**kw, **over}).model_dump()
 
     base = fp()
     assert base["samples"] == 2 and base["text_only"] is False and set(base["model_files"]) == \
@@ -282,9 +282,10 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     assert fp() != base
     monkeypatch.setattr(qrun, "package_versions", real)
     # without calibration data the calibration options change nothing
-    none = input_fingerprint(model, load_recipe("fp8-dynamic"), None, **kw)
+    none = input_fingerprint(model, load_recipe("fp8-dynamic"), None, **kw).model_dump()
     assert none == input_fingerprint(model, load_recipe("fp8-dynamic"), None,
-                                     **{**kw, "text_only": True, "pipeline": "sequential", "samples": 9, "prompt": "q"})
+                                     **{**kw, "text_only": True, "pipeline": "sequential", "samples": 9,
+                                        "prompt": "q"}).model_dump()
     assert (none["calibration_pages_sha256"], none["text_only"], none["pipeline"]) == (None, None, None)
 
 
@@ -292,13 +293,13 @@ def test_text_only_calibration_after_an_image_one_rebuilds(tiny_models, synth_pa
     """The bug: a --text-only run after an image-calibrated one "reused" the old variant."""
     out = tmp_path / "v"
     logs = []
-    first = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, log=logs.append)
+    first = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, log=logs.append).manifest.model_dump()
     assert first["calibration"]["text_only"] is False and first["inputs"]["text_only"] is False
     with pytest.raises(InputError, match=r"built from other inputs \(text_only\).*--overwrite"):
         quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
                  log=logs.append)
     again = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
-                     overwrite=True, log=logs.append)
+                     overwrite=True, log=logs.append).manifest.model_dump()
     assert again["calibration"]["text_only"] is True and again["inputs"]["text_only"] is True
     assert any("rebuilding" in x for x in logs) and not any("reusing" in x for x in logs)
     assert json.loads((out / "quantgate.json").read_text())["inputs"] == again["inputs"]

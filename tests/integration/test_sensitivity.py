@@ -181,7 +181,7 @@ def bf16_reader():
 
 
 def _prompts(proc, pages, n=3):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pages)
     return fw.build_prompts(proc, ps, ps.split("calibration")[:n], PROMPT, 4096)
@@ -372,7 +372,7 @@ def test_recommended_recipe_plans_and_quantizes_unchanged(reader_sens, tmp_path)
         assert {plan.formats[m] for m in g.modules} == {f}, g.name
     assert "w2a16" in best and "w4a16" in best
     assert all(f == "bf16" for n, f in plan.formats.items() if "in_proj_a" in n or "in_proj_b" in n or ".visual." in n)
-    m = quantize(READER, tmp_path / "rec.yaml", tmp_path / "variant", log=lambda s: None)
+    m = quantize(READER, tmp_path / "rec.yaml", tmp_path / "variant", log=lambda s: None).manifest.model_dump()
     assert m["verification"]["modules_checked"] == len(plan.formats)
     header = read_safetensors_header(tmp_path / "variant" / "model.safetensors")
     assert sum(v["data_offsets"][1] - v["data_offsets"][0] for v in header.values()) <= budget

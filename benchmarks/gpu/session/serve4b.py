@@ -304,7 +304,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     ps = load_pageset(a.pages)

@@ -3,7 +3,7 @@
 # f7cfe4c22098b154c76b6ec950d1c0a464eecf8d (2026-03-25). Copyright Allen Institute for AI, licensed
 # under the Apache License 2.0 (the same licence as quantgate; text in LICENSE at the repository root
 # of allenai/olmocr and of ../shared/reference/olmocr-bench). Unchanged below the end marker, so that
-# tests/test_olmocr_checks.py can compare it with upstream byte for byte; why it is vendored rather
+# tests/unit/score/test_olmocr_checks.py can compare it with upstream byte for byte; why it is vendored rather
 # than re-implemented: docs/olmocr.md.
 # --- end of quantgate header ---
 from collections import defaultdict
