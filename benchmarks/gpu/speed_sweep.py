@@ -147,11 +147,13 @@ def measure_levels(model: Path, pages: Path, server, backend, engine, text: str,
     from quantgate.serve.backends.openai import OpenAIBackend
 
     client = OpenAIBackend(endpoint=server.base_url, model=str(model))
-    m = serve_variant(model, pages, client, run_dir, ServeOptions(concurrency=levels, max_tokens=max_tokens, ignore_eos=True, waves=waves, timeout_s=600), hooks=ServeHooks(log=lambda s: print(s, flush=True)))
+    m = serve_variant(model, pages, client, run_dir,
+                      ServeOptions(concurrency=levels, max_tokens=max_tokens, ignore_eos=True, waves=waves, timeout_s=600),
+                      ServeHooks(log=lambda s: print(s, flush=True)))
     facts = backend.read_log(text)
-    m.kernels, m.server_command, m.engine = facts.get("kernels", {}), server.command, engine
-    m.server_version = facts.get("server_version") or m.server_version
-    m.notes += [n for n in facts.get("notes", []) if n not in m.notes]
+    m.kernels, m.server_command, m.engine = facts.kernels or {}, server.command, engine
+    m.server_version = facts.server_version or m.server_version
+    m.notes += [n for n in facts.notes if n not in m.notes]
     m.notes.append(f"served by quantgate's vllm backend ({setting}); requests sent with its openai client")
     atomic_write_json(run_dir / "run.json", m.model_dump())
     entry = {"setting": setting, "server_args": server_args_used, "starts": starts,

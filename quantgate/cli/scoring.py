@@ -4,10 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli._args import concurrency_level, existing_path, print_json
+from quantgate.cli._args import concurrency_level, existing_path, float_range, int_range, nonnegative_int, print_json
 from quantgate.schema.metrics import METRICS
+from quantgate.schema.verdict import MIN_RESAMPLES
 
 DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
+_margin = float_range(0, lo_open=True, why=" (for exact equality use --exact)")
+_resamples = int_range(MIN_RESAMPLES, why=" (a 5% tail needs at least ~1,000 resamples)")
 
 
 def register(sub) -> None:
@@ -50,43 +53,11 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
                    help="two-sided: both ends inside ±margin (a candidate suspiciously *better* fails too)")
     t.add_argument("--exact", action="store_true",
                    help="pass only when every page's output text is identical (by the score files' output_sha256)")
-    c.add_argument("--seed", type=_seed, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
     c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
     c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
-
-
-def _margin(s: str) -> float:
-    import math
-
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{s} must be a finite number > 0 (for exact equality use --exact)")
-    return v
-
-
-def _seed(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
-    return v
-
-
-def _resamples(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 1000:
-        raise argparse.ArgumentTypeError(f"{s} must be >= 1000 (a 5% tail needs at least ~1,000 resamples)")
-    return v
 
 
 def cmd_score(a: argparse.Namespace) -> int:

@@ -57,17 +57,17 @@ def _walk(t: np.ndarray, z_at, grid: int = _GRID) -> tuple[np.ndarray, np.ndarra
     Returns the boundaries and the crossing probability at each look."""
     K = len(t)
     c, p = np.empty(K), np.empty(K)
-    x = f = None
+    x = f = np.empty(0)  # the grid and its weighted sub-density, from look 2 on
+    sd = 1.0
     for k in range(K):
         sk = math.sqrt(t[k])
-        if k == 0:
-            def cross(ck):
-                return float(ndtr(-ck))
-        else:
+        if k > 0:
             sd = math.sqrt(t[k] - t[k - 1])
 
-            def cross(ck, sk=sk, sd=sd, x=x, f=f):
-                return float(f @ ndtr((x - ck * sk) / sd))
+        def cross(ck, k=k, sk=sk, sd=sd, x=x, f=f):
+            if k == 0:
+                return float(ndtr(-ck))
+            return float(f @ ndtr((x - ck * sk) / sd))
         c[k] = z_at(k, cross)
         p[k] = cross(c[k])
         if k == K - 1:

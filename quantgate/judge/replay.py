@@ -69,8 +69,10 @@ def _values(rows: Rows, ids: list[str], metric: str) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
 
 
-def _oriented(st: Study, ids: list[str], base: Rows, cand: Rows, noise: Rows | None):
-    d, e = {}, ({} if noise is not None else None)
+def _oriented(st: Study, ids: list[str], base: Rows, cand: Rows, noise: Rows | None
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    d: dict[str, np.ndarray] = {}
+    e: dict[str, np.ndarray] | None = {} if noise is not None else None
     for m in st.metrics:
         sign = 1.0 if METRICS[m].higher_is_better else -1.0
         b = _values(base, ids, m)

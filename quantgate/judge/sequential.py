@@ -51,10 +51,12 @@ def plan_looks(n_max: int, *, first: int | None = None, step: int | None = None,
     first = max(min_pages, FIRST_LOOK if first is None else first)
     if n_max <= first:
         return [n_max] if n_max >= 2 else check_looks([n_max])
+    spacing: float
     if n_looks is not None:
         raw = [round(n_max * k / n_looks) for k in range(1, n_looks + 1)]
         spacing = n_max / n_looks
     else:
+        assert step is not None  # one of the two, checked above
         raw = list(range(step, n_max + 1, step))
         spacing = step
     looks: list[int] = []

@@ -310,7 +310,7 @@ def decide(d_oriented: np.ndarray, margin: float, *, noise: np.ndarray | None = 
         need = pages_needed(mean, sd, margin, alpha=alpha, power=power, equivalence=equivalence)
         if reason == "too_few_pages":
             need = max(min_pages, need or 0)
-        elif reason == "noise_exceeds_margin":
+        elif reason == "noise_exceeds_margin" and noise is not None and floor is not None and noise_mean is not None:
             # the floor (|mean(e)| plus its sampling error) falls below the margin only if |mean(e)| does
             sd_e = max(float(noise.std(ddof=1)), (floor - abs(noise_mean)) / z)
             need_e = _pages_for_gap(sd_e, margin - abs(noise_mean), alpha, power)

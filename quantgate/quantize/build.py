@@ -25,14 +25,14 @@ from quantgate.quantize.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_rec
 from quantgate.quantize.verify import verify_checkpoint
 from quantgate.schema.base import read_record_file
 from quantgate.schema.run import DEFAULT_PROMPT
-from quantgate.schema.variant import QuantizeResult, VariantInputs, VariantManifest
+from quantgate.schema.variant import FileInfo, QuantizeResult, VariantInputs, VariantManifest, Verification
 
 MANIFEST = "quantgate.json"
 _PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
 
 
-def file_hashes(folder: Path) -> dict[str, dict]:
-    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+def file_hashes(folder: Path) -> dict[str, FileInfo]:
+    return {f.name: FileInfo(sha256=sha256_file(f), bytes=f.stat().st_size)
             for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
 
 
@@ -284,7 +284,7 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
     files = file_hashes(tmp)
     # sizes only: the source weights were already hashed once, for the fingerprint
     bf16_bytes = sum(f.stat().st_size for f in job.model_dir.glob("*.safetensors"))
-    weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
+    weight_bytes = sum(v.bytes for k, v in files.items() if k.endswith(".safetensors"))
     root, recipe = job.record_root, job.recipe
     manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
         "name": job.out.name, "source_model": recorded_path(job.model_dir, root),
@@ -387,7 +387,7 @@ def _recipe_objects(lc_recipe: dict):
     return yaml.safe_dump(lc_recipe)
 
 
-def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
+def _verify_raw(folder: Path, kinds: dict[str, str]) -> Verification:
     from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
 
     t = checkpoint_tensors(folder)
@@ -396,4 +396,4 @@ def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
     if touched:
         raise VerificationError(f"{folder}: the raw llmcompressor recipe quantized {len(touched)} vision/projector "
                                 f"module(s), e.g. {touched[0]}; add them to its ignore list")
-    return {"modules_checked": len(kinds), "vision_bf16": True}
+    return Verification(modules_checked=len(kinds), vision_bf16=True)

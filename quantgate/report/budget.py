@@ -10,7 +10,7 @@ PART = {"pages": "pages (synthesize)", "quantize": "quantize", "server_start": "
 SPENDING = {"obrien_fleming": "O'Brien–Fleming", "pocock": "Pocock"}
 
 
-def sequential_rows(r: Summary) -> list[dict]:
+def sequential_rows(r: Summary) -> list[dict[str, str]]:
     """Per sequential candidate: where its pass stopped, and each metric's verdict with the look it was decided at."""
     out = []
     for v in r.variants:
@@ -26,7 +26,7 @@ def sequential_rows(r: Summary) -> list[dict]:
     return out
 
 
-def budget_rows(r: Summary) -> tuple[list[dict], str]:
+def budget_rows(r: Summary) -> tuple[list[dict[str, str]], str]:
     """(one row per part and variant: seconds, share of the wall time, generation inside it; the summary
     sentence with the overhead share)."""
     b = r.time_budget

@@ -3,7 +3,7 @@ per-sample logs are) and one paired verdict of a candidate on one task × metric
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_serializer
 
@@ -34,6 +34,17 @@ class LmEvalRun(Record):
     samples: dict[str, str] = Field(default_factory=dict)  # task -> samples file name
 
 
+
+
+class LmEvalSample(Record):
+    """One line of ``samples-<task>.jsonl``: one document of an lm-eval task, a value per ``metric,filter``
+    (lm-eval logs one sample per document and filter; quantgate keeps one row per document)."""
+
+    doc_id: str
+    doc_hash: str | None = None  # lm-eval's hash of the document: documents are paired only when it agrees
+    target: Any = None
+    responses: dict[str, Any] = Field(default_factory=dict)  # filter -> the filtered response
+    metrics: dict[str, float | None] = Field(default_factory=dict)  # "metric,filter" -> value
 
 
 class LmEvalResult(Verdict):

@@ -39,6 +39,15 @@ class Group(Record):
     decode: bool  # weights read for every decoded token (decoder), not once per page (vision)
 
 
+class KlResult(Record):
+    """The damage of one configuration against the BF16 reference answers, over the scored tokens."""
+
+    kl_mean: float = Field(ge=0)  # mean KL(BF16 || quantized) per scored token, nats
+    kl_pages: list[float]  # mean per page, in page_ids order
+    top1_agreement: float  # share of scored tokens whose argmax is unchanged
+    tokens: int
+
+
 class Measurement(Record):
     """One group quantized alone in one format, everything else BF16."""
 

@@ -21,7 +21,7 @@ from quantgate.schema.verdict import TestName, Verdict
 
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION: Literal[2] = 2
 
 
 class StudyEcho(BaseModel):

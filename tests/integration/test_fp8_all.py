@@ -25,7 +25,7 @@ def test_fp8_all_quantizes_every_decoder_projection_and_verifies(tiny_models, tm
     m = quantize(src, "fp8-all", tmp_path / "fp8-all", log=lambda s: None).manifest.model_dump()  # raises if verification fails
     planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
     kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
-    assert verify_checkpoint(tmp_path / "fp8-all", planned, kinds)["modules_checked"] == len(planned)
+    assert verify_checkpoint(tmp_path / "fp8-all", planned, kinds).modules_checked == len(planned)
     by_kind = {}
     for name, fmt in planned.items():
         by_kind.setdefault(kinds[name], set()).add(fmt)

@@ -45,7 +45,7 @@ def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pag
         planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
         kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
         # the checkpoint says what the plan says, module by module
-        assert verify_checkpoint(out, planned, kinds)["modules_checked"] == len(planned)
+        assert verify_checkpoint(out, planned, kinds).modules_checked == len(planned)
         vision = [f for n, f in planned.items() if kinds[n] in ("vision", "projector")]
         assert vision and all(f == ("nvfp4" if preset == "harmful-all-nvfp4" else "bf16") for f in vision)
         if preset != "bf16":
@@ -216,7 +216,7 @@ def _tie_embeddings(src, dst):
 def test_tied_lm_head_verifies_but_a_missing_module_does_not(tiny_models, tmp_path):
     _tie_embeddings(tiny_models["qwen3_5"], tmp_path / "tied")
     quantize(tmp_path / "tied", "fp8-dynamic", tmp_path / "out", log=lambda s: None)  # raises if verification fails
-    assert verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})["formats"] == {"bf16": 1}
+    assert verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"}).formats == {"bf16": 1}
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     cfg["tie_word_embeddings"] = cfg["text_config"]["tie_word_embeddings"] = False  # now nothing stands in for it
     (tmp_path / "out" / "config.json").write_text(json.dumps(cfg))

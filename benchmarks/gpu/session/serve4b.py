@@ -191,7 +191,7 @@ class Session:
                                         warmup=False)
         entry = {"setting": self.setting, "variant": v, "key": v, "trace": str(trace.relative_to(self.out)),
                  "profiler_config": profiler_config(trace_dir, self.a.delay, self.a.steps), "server_args": self.args_for(v),
-                 "request": box, "engine": engine.model_dump(), "kernels": backend.read_log(text).get("kernels", {}),
+                 "request": box, "engine": engine.model_dump(), "kernels": backend.read_log(text).kernels or {},
                  **classify_trace(load_trace(trace))}
         bound(entry, self.a.work / f"q4b-{v}", self.speed["hbm_copy_gbs"])
         self.profiles[v] = entry
