@@ -2,7 +2,7 @@
 weights and activations — stated from measurements, never assumed.
 
 ``variant_numerics`` reads the variant's ``quantization_config`` and returns one entry per format
-(``records.RunNumerics``, the ``numerics`` of ``run.json`` and of each variant in ``summary.json``)
+(``schema.run.RunNumerics``, the ``numerics`` of ``run.json`` and of each variant in ``summary.json``)
 with where the claim comes from: a test that measured it, a kernel vLLM's log named, or "not
 measured". ``numerics_notes`` turns that into report notes. ``measure_transformers_serve`` is the
 measurement itself (used by ``tests/integration/test_numerics.py`` and ``benchmarks/numerics_cpu.py``): it loads
