@@ -18,12 +18,9 @@ COLOR = {"within_noise": "tab:green", "regression": "tab:red", "not_equivalent":
 
 
 def figure_svg(fig) -> str:
-    """A matplotlib figure as inline SVG (no metadata), closed."""
-    import matplotlib.pyplot as plt
-
+    """A matplotlib figure as inline SVG (no metadata)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
     s = buf.getvalue()
     s = s[s.index("<svg"):]
     a, b = s.find("<metadata>"), s.find("</metadata>")
@@ -31,16 +28,15 @@ def figure_svg(fig) -> str:
 
 
 def _plots(r: Summary) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
+    from matplotlib.figure import Figure
 
     out = []
     metric = r.study["metrics"][0]
     vs = [v for v in r.verdicts if v.metric == metric]
     if vs:
-        fig, ax = plt.subplots(figsize=(5.2, 0.5 + 0.45 * len(vs)))
+        fig = Figure(figsize=(5.2, 0.5 + 0.45 * len(vs)))
+        ax = fig.subplots()
         sign = 1 if vs[0].higher_is_better else -1
         # the margin on the bad side of zero (and the other side for equivalence), per row: each verdict's own
         for i, v in enumerate(vs):
@@ -73,7 +69,8 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
         hib = vs[0].higher_is_better if vs else True
         front = [p for p in pts if not any((q[1] >= p[1] and (q[2] >= p[2] if hib else q[2] <= p[2])) and q != p
                                           and (q[1] > p[1] or q[2] != p[2]) for q in pts)]
-        fig, ax = plt.subplots(figsize=(5.2, 3.6))
+        fig = Figure(figsize=(5.2, 3.6))
+        ax = fig.subplots()
         for name, x, y in pts:
             ax.plot([x], [y], "o", color="tab:blue" if (name, x, y) in front else "tab:gray")
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
@@ -83,7 +80,8 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
         ax.set_ylabel(f"{metric} ({'higher' if hib else 'lower'} is better)")
         ax.legend(fontsize=8)
         out.append(("Accuracy versus speed", figure_svg(fig)))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    fig = Figure(figsize=(9, 3.2))
+    a1, a2 = fig.subplots(1, 2)
     for v in r.variants:
         xs = [lv.concurrency for lv in v.levels]
         a1.plot(xs, [lv.pages_per_s for lv in v.levels], "o-", label=v.name)
@@ -92,7 +90,8 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     a2.axhline(r.study["slo_s"], color="tab:red", lw=0.8, ls=":", label="SLO")
     a1.legend(fontsize=7); a2.legend(fontsize=7)  # noqa: E702
     out.append(("Throughput and p90 latency against concurrency", figure_svg(fig)))
-    fig, ax = plt.subplots(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
+    fig = Figure(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
+    ax = fig.subplots()
     ax.barh([v.name for v in r.variants], [v.weights_bytes / 1e6 for v in r.variants], color="tab:purple")
     ax.set_xlabel("weights (MB)")
     out.append(("Checkpoint sizes", figure_svg(fig)))

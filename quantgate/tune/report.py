@@ -98,11 +98,9 @@ def markdown_lines(out: Path) -> list[str]:
 def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: dict[str, list[str]]) -> str:
     """Groups (rows, layer × kind) × formats (columns, largest first); colour = log10 KL; the recipe's
     format per group boxed; formats the tune ruled out crossed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
     t = sens.table()
     cols = ["bf16"] + sorted(sens.formats, key=lambda f: -sum(t[(g.name, f)].bytes for g in sens.groups))
@@ -114,7 +112,8 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
     pos = kl[np.isfinite(kl) & (kl > 0)]
     floor = float(pos.min()) if pos.size else 1e-12
     logkl = np.log10(np.where(np.isfinite(kl), np.maximum(kl, floor), np.nan))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.0 * len(cols), 0.8 + 0.32 * len(rows)))
+    fig = Figure(figsize=(1.6 + 1.0 * len(cols), 0.8 + 0.32 * len(rows)))
+    ax = fig.subplots()
     im = ax.imshow(np.ma.masked_invalid(logkl), cmap="magma_r", aspect="auto")
     ax.set_xticks(range(len(cols)), cols)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -132,7 +131,7 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
                     ax.plot([j - 0.42, j + 0.42], [i - 0.4 * d, i + 0.4 * d], color="lime", lw=1.2)
         if chosen and g in chosen:
             j = cols.index(chosen[g])
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:cyan", lw=2.5))
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:cyan", lw=2.5))
     cb = fig.colorbar(im, ax=ax, fraction=0.05)
     cb.set_label("log10 KL (nats/token)")
     return figure_svg(fig)
@@ -141,10 +140,7 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
 def damage_svg(tunes: list[TuneFile]) -> str | None:
     """Predicted summed KL (x, log) against the measured change of the first page metric (y, oriented
     so that up is worse), one point per trial with its 90% interval; the margin as a line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     pts = []
     for k, tf in enumerate(tunes):
@@ -154,7 +150,8 @@ def damage_svg(tunes: list[TuneFile]) -> str | None:
                 pts.append((k, tf.name, t, m))
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    fig = Figure(figsize=(5.6, 3.8))
+    ax = fig.subplots()
     markers = "osD^v<>p*h"
     seen = set()
     for k, name, t, m in pts:

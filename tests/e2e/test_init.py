@@ -24,6 +24,7 @@ def reader_pages(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow  # a whole study of the reader: about 1.5 minutes
 def test_init_writes_a_study_that_runs_as_written(reader_pages, tmp_path):
     yml = tmp_path / "study.yaml"
     r = _qg("init", "--model", str(READER), "--pages", str(reader_pages), "--variants", "fp8-dynamic", "-o", str(yml),

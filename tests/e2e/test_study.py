@@ -278,6 +278,7 @@ def _wait_for(cond, timeout=900):
     return False
 
 
+@pytest.mark.slow  # three partial demos and a whole one: about 3.5 minutes
 def test_kill_and_resume_at_each_stage(demo, tmp_path):
     """Killed while quantizing, then while serving: the rerun completes, nothing duplicated, and the
     verdicts equal the uninterrupted run's."""
@@ -499,7 +500,9 @@ def test_synth_pages_are_rebuilt_when_the_study_spec_changes(tmp_path, monkeypat
     from quantgate.study import run_study
     from quantgate.study.demo import demo_study
 
-    monkeypatch.setattr(qz, "quantize", lambda *a, **k: None)
+    from tests.support.stub_study import fake_quantize
+
+    monkeypatch.setattr(qz, "quantize", fake_quantize)
     body = demo_study(4, ["bf16", "fp8-dynamic"])
     body["pages"]["synth"].update(profile="simple")
     f, out = tmp_path / "s.yaml", tmp_path / "out"

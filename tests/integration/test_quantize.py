@@ -31,6 +31,7 @@ def test_presets_ship():
     assert set(PRESETS) <= set(list_presets())
 
 
+@pytest.mark.slow  # 1.5 to 3.5 minutes an architecture: every preset quantized, loaded and served
 @pytest.mark.parametrize("arch", fixtures.ARCHITECTURES)
 def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pageset, tmp_path, arch):
     from transformers import AutoModelForImageTextToText, AutoProcessor

@@ -5,6 +5,7 @@ demo run are in test_study.py."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -30,11 +31,19 @@ WORST = {"fp8": [], "bad": [{"page_id": "p1", "metric": "ned", "baseline_value":
                             "truth": None, "baseline_output": "kept & DROPPED", "variant_output": "kept & "}]}
 
 
+@pytest.fixture(scope="module")
+def _finished(tmp_path_factory):
+    return finished_study(tmp_path_factory.mktemp("reports") / "out", worst=WORST)
+
+
 @pytest.fixture
-def study_dir(tmp_path):
+def study_dir(_finished, tmp_path):
     """A finished study folder as the study leaves it (weights, manifests, runs, score files, reports):
-    fp8 changes a quarter of the pages by a hair, bad reads 0.2 ned worse on 40% of them."""
-    out = finished_study(tmp_path / "out", worst=WORST)
+    fp8 changes a quarter of the pages by a hair, bad reads 0.2 ned worse on 40% of them. Built once per
+    module; each test gets its own copy (every path in it is relative to the folder)."""
+    import shutil
+
+    out = Path(shutil.copytree(_finished, tmp_path / "out"))
     return out, {name: out / "variants" / name for name in ("bf16", "fp8", "bad")}
 
 
