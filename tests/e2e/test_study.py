@@ -499,7 +499,6 @@ def test_synth_pages_are_rebuilt_when_the_study_spec_changes(tmp_path, monkeypat
     from quantgate.schema.pages import PageSetManifest
     from quantgate.study import run_study
     from quantgate.study.demo import demo_study
-
     from tests.support.stub_study import fake_quantize
 
     monkeypatch.setattr(qz, "quantize", fake_quantize)
