@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 
 .PHONY: system setup katex demo test lint bench clean
 
@@ -31,10 +31,11 @@ system:
 	  exit 1; \
 	fi
 
-$(STAMP): pyproject.toml | system
+# pyproject.toml holds the ranges quantgate works with; constraints.txt the exact set it is tested with.
+$(STAMP): pyproject.toml constraints.txt | system
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 # KaTeX for olmOCR math checks: npm's katex, pinned and checked by sha256, into $(VENV)/share/quantgate/
@@ -45,8 +46,10 @@ katex: $(STAMP)
 demo: setup
 	$(VENV)/bin/quantgate demo -o demo-out
 
+# ruff (pyproject.toml: its rules plus import sorting) everywhere; mypy on the records and the statistics
 lint: setup
-	$(VENV)/bin/ruff check quantgate tests benchmarks
+	$(VENV)/bin/ruff check quantgate tests benchmarks training
+	$(VENV)/bin/mypy
 
 test: setup lint
 	$(PY) -m pytest -q -p no:cacheprovider

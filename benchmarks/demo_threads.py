@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from quantgate.pages import load_pageset
+from quantgate.io.pageset import load_pageset
 from quantgate.score import get_metric
 from quantgate.score.metrics import score_one
 from quantgate.serve.client import RequestSpec, run_level

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     path = a.out / "study.yaml"
     path.write_text(yaml.safe_dump(study(a.pages, a.seed), sort_keys=False))
     t0 = time.time()
-    report = run_study(path, a.out)
+    report = run_study(path, a.out).summary.model_dump()  # the report as summary.json holds it
     wall = time.time() - t0  # of this invocation: a resumed study only re-scores
     outputs = {v: {r.page_id: r.output for r in load_records(a.out / "runs" / v) if r.concurrency == 1}
                for v in VARIANTS}

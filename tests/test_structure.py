@@ -1,5 +1,8 @@
-"""Issue 18: the package's shape — every module imports on its own in any order, no import cycle
-(counting imports inside functions), the runtime package free of test scaffolding, and provenance
+"""Issues 18 and 29: the package's shape. Every module imports on its own in any order; there is no import
+cycle (counting imports inside functions); imports go down the floors only — records (``schema``) at the
+bottom importing nothing of quantgate, then ``io``, then the stages, which do not import each other, then the
+tools built from stages, the study, the tune and the command line; the test scaffolding lives in ``tests/support``
+and no runtime module imports it; no public stage function hands a plain dict to the next; and provenance is
 read from the running source tree."""
 
 import ast
@@ -13,6 +16,36 @@ import pytest
 from tests.support.paths import REPO
 
 PKG = REPO / "quantgate"
+
+# The floors, from the ground up (docs/flow.md, "Layout"). A module may import its own package and any package
+# on a lower floor; two packages on one floor do not import each other.
+FLOORS = {
+    "errors": 0, "assets": 0,
+    "schema": 1,
+    "io": 2,
+    "pages": 3, "quantize": 3, "serve": 3, "score": 3, "judge": 3, "report": 3,  # the stages
+    "lmeval": 4, "sensitivity": 4,  # tools built from stages: lm-eval through a variant's server, KL per group
+    "study": 5,
+    "tune": 6,  # runs studies
+    "cli": 7,
+    "__main__": 8,
+}
+STAGES = [p for p, f in FLOORS.items() if 3 <= f <= 6]
+# Public functions that return another tool's format as that tool reads or writes it, or a YAML document as a
+# user writes it — mappings handed to the outside, not records handed to the next stage.
+FOREIGN = {
+    "quantgate.study.demo.demo_study": "the demo's study YAML",
+    "quantgate.tune.study.trial_study": "a trial's study YAML",
+    "quantgate.quantize.recipes.model.to_llmcompressor": "llmcompressor's recipe",
+    "quantgate.quantize.calibrate.calibration_samples": "the processor's tensors, as llmcompressor takes them",
+    "quantgate.quantize.verify.read_safetensors_header": "a safetensors header",
+    "quantgate.quantize.verify.checkpoint_tensors": "safetensors headers, tensor by tensor",
+    "quantgate.serve.numerics.variant_formats": "the checkpoint's quantization_config",
+    "quantgate.serve.numerics.measure_transformers_serve": "a measurement table, per module and input",
+    "quantgate.serve.client.chat_body": "an OpenAI chat-completions request body",
+    "quantgate.serve.backends.derive.backend_flags": "argparse's table of flags",
+    "quantgate.score.olmocr_checks.prepare": "olmOCR-bench's check objects, kept as given",
+}
 
 
 def _modules() -> list[str]:
@@ -47,8 +80,8 @@ def test_every_module_imports_in_a_fresh_interpreter(order):
 
 
 def _imports(path: Path, module: str) -> set[str]:
-    """quantgate modules ``module`` imports, anywhere in the file (a function-level import that closes a
-    cycle only works by luck of call order)."""
+    """Modules (of quantgate, or of the tests' support package) ``module`` imports, anywhere in the file (a
+    function-level import that closes a cycle only works by luck of call order)."""
     found = set()
     pkg = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
@@ -62,12 +95,16 @@ def _imports(path: Path, module: str) -> set[str]:
             names = [f"{base}.{a.name}" if _module_file(f"{base}.{a.name}") else base for a in node.names]
         else:
             continue
-        found.update(n for n in names if n.split(".")[0] in ("quantgate", "tests") and _module_file(n) and n != module)
+        found.update(n for n in names if n.split(".")[0] in ("quantgate", "tests") and n != module)
     return found
 
 
+def _graph() -> dict[str, set[str]]:
+    return {m: {n for n in _imports(_module_file(m), m) if _module_file(n)} for m in _modules()}
+
+
 def test_no_import_cycle():
-    graph = {m: _imports(_module_file(m), m) for m in _modules()}
+    graph = _graph()
     # a package's __init__ importing its own submodules is how packages work; a submodule importing
     # its package's __init__ back is the cycle this test is for
     state: dict[str, int] = {}
@@ -102,13 +139,98 @@ def test_the_detector_sees_a_cycle(tmp_path, monkeypatch):
         test_no_import_cycle()
 
 
-def test_runtime_package_holds_no_test_scaffolding():
-    # fixtures and the stub server live in tests.support; no stage imports them
-    assert not (PKG / "fixtures.py").exists() and not (PKG / "serve" / "stub.py").exists()
-    for m in _modules():
-        if m.startswith("tests.support"):
+def _floor(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return top, FLOORS.get(top, -1)
+
+
+def test_every_package_has_a_floor():
+    tops = {_floor(m)[0] for m in _modules()} - {""}
+    assert tops <= set(FLOORS), f"packages without a floor (add them to FLOORS and docs/flow.md): {tops - set(FLOORS)}"
+
+
+def test_imports_go_down_the_floors():
+    """``schema`` imports nothing of quantgate but ``errors``; ``io`` only ``schema``; a stage only ``schema``,
+    ``io`` and itself (stages do not import each other: ``report`` does not import ``tune``); and so on up."""
+    wrong = []
+    for m, deps in _graph().items():
+        top, floor = _floor(m)
+        if not top:  # quantgate/__init__.py: the version only
+            assert not deps, deps
             continue
-        assert not any(n.startswith("tests.support") for n in _imports(_module_file(m), m)), m
+        for n in deps:
+            if n.startswith("tests."):
+                continue  # test_runtime_package_holds_no_test_scaffolding says what is wrong with that
+            ntop, nfloor = _floor(n)
+            if ntop != top and nfloor >= floor:
+                wrong.append(f"{m} (floor {floor}) imports {n} (floor {nfloor})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_floor_rule_sees_a_stage_importing_another(tmp_path, monkeypatch):
+    # the old reports <-> tune shape: the report imported the tune's records to draw its section
+    for pkg in ("report", "tune"):
+        (tmp_path / "quantgate" / pkg).mkdir(parents=True)
+        (tmp_path / "quantgate" / pkg / "__init__.py").write_text("")
+    (tmp_path / "quantgate" / "__init__.py").write_text("")
+    (tmp_path / "quantgate" / "report" / "tuning.py").write_text("from quantgate.tune.records import TuneFile\n")
+    (tmp_path / "quantgate" / "tune" / "records.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path / "quantgate")
+    with pytest.raises(AssertionError, match=r"quantgate.report.tuning \(floor 3\) imports quantgate.tune.records"):
+        test_imports_go_down_the_floors()
+
+
+def test_runtime_package_holds_no_test_scaffolding():
+    """Fixtures, the fake vLLM and the stub servers live in tests/support; no runtime module imports them, and
+    the runtime package has no test package to import."""
+    assert not (PKG / "testing").exists() and not (PKG / "fixtures.py").exists()
+    assert (REPO / "tests" / "support" / "fixtures.py").is_file() and (REPO / "tests" / "support" / "stub.py").is_file()
+    for m, deps in _graph().items():
+        assert not any(n.startswith("tests") for n in deps), m
+    code = "import importlib.util, sys; print(importlib.util.find_spec('quantgate.testing') is None)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=60,
+                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert r.stdout.strip() == "True", r.stderr
+
+
+def _dict_returns(path: Path, module: str) -> list[str]:
+    """Public module-level functions whose return annotation hands a record over as a dict: ``dict``,
+    ``dict[..., Any]``, ``dict[..., dict]`` or a ``list`` of one (a mapping of text cells or of numbers is data)."""
+
+    def recordish(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in ("dict", "Any")
+        if isinstance(node, ast.Subscript):
+            outer = node.value.id if isinstance(node.value, ast.Name) else ""
+            args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if outer == "dict":
+                return recordish(args[-1]) or (isinstance(args[-1], ast.Name) and args[-1].id == "Any")
+            if outer in ("list", "tuple", "Iterator"):
+                return any(recordish(a) for a in args)
+        if isinstance(node, ast.BinOp):  # X | None
+            return recordish(node.left) or recordish(node.right)
+        return False
+
+    found = []
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.returns is not None:
+            if recordish(node.returns) and f"{module}.{node.name}" not in FOREIGN:
+                found.append(f"{module}.{node.name} -> {ast.unparse(node.returns)}")
+    return found
+
+
+def test_no_public_stage_function_returns_a_dict():
+    found = [x for m in _modules() if _floor(m)[0] in STAGES for x in _dict_returns(_module_file(m), m)]
+    assert not found, "\n".join(found)
+
+
+def test_the_dict_rule_sees_one(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from typing import Any\n\ndef a() -> dict:\n    pass\n\ndef b() -> list[dict[str, Any]] | None:\n"
+                 "    pass\n\ndef c() -> dict[str, float]:\n    pass\n\ndef _d() -> dict:\n    pass\n")
+    assert _dict_returns(f, "m") == ["m.a -> dict", "m.b -> list[dict[str, Any]] | None"]
 
 
 def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):

@@ -143,7 +143,7 @@ def profile_variant(a: argparse.Namespace, v: str, image: bytes) -> dict:
     result = classify_trace(load_trace(trace))
     return {"setting": setting_label(a.mode0), "variant": v, "key": key, "trace": str(trace.relative_to(a.out)),
             "profiler_config": pcfg, "server_args": args, "warmup_request": warm, "request": box,
-            "engine": engine.model_dump(), "kernels": backend.read_log(text).get("kernels", {}), **result}
+            "engine": engine.model_dump(), "kernels": backend.read_log(text).kernels or {}, **result}
 
 
 def bound(entry: dict, model: Path, hbm_gbs: float | None) -> None:
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import os
 
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")  # as speed_sweep.py: the same compile-cache conditions
     a.out.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from quantgate.errors import ServerError
 from quantgate.io.fileio import atomic_write_json
 from quantgate.report.engine import COMPARED
 from quantgate.schema.run import DEFAULT_PROMPT
+from quantgate.serve.run import ServeHooks, ServeOptions
 
 BASE_ARGS = ["--gdn-prefill-backend=triton",  # Triton GDN prefill: no FlashInfer JIT through nvcc at start
              "--no-enable-prefix-caching"]  # a page repeated across levels is not served from cache
@@ -146,12 +147,13 @@ def measure_levels(model: Path, pages: Path, server, backend, engine, text: str,
     from quantgate.serve.backends.openai import OpenAIBackend
 
     client = OpenAIBackend(endpoint=server.base_url, model=str(model))
-    m = serve_variant(model, pages, client, run_dir, concurrency=levels, max_tokens=max_tokens,
-                      ignore_eos=True, waves=waves, timeout_s=600, log=lambda s: print(s, flush=True))
+    m = serve_variant(model, pages, client, run_dir,
+                      ServeOptions(concurrency=levels, max_tokens=max_tokens, ignore_eos=True, waves=waves, timeout_s=600),
+                      ServeHooks(log=lambda s: print(s, flush=True)))
     facts = backend.read_log(text)
-    m.kernels, m.server_command, m.engine = facts.get("kernels", {}), server.command, engine
-    m.server_version = facts.get("server_version") or m.server_version
-    m.notes += [n for n in facts.get("notes", []) if n not in m.notes]
+    m.kernels, m.server_command, m.engine = facts.kernels or {}, server.command, engine
+    m.server_version = facts.server_version or m.server_version
+    m.notes += [n for n in facts.notes if n not in m.notes]
     m.notes.append(f"served by quantgate's vllm backend ({setting}); requests sent with its openai client")
     atomic_write_json(run_dir / "run.json", m.model_dump())
     entry = {"setting": setting, "server_args": server_args_used, "starts": starts,
@@ -205,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.report_only:
         finish(speed)
         return 0
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     # Always set, and the same for every start: the device index must not differ between runs of a variant.
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
@@ -263,9 +265,7 @@ def harness(a, server, model, held, ps, client) -> dict:
     rows = []
     for rep in range(a.harness_repeats):
         b = vllm_bench(server.base_url, model, held, ps, a.harness_concurrency, n, a.max_tokens, a.out)
-        hq = serve_variant(model, a.pages, client, a.out / f"harness-qg-{rep}", concurrency=[a.harness_concurrency],
-                           max_tokens=a.max_tokens, ignore_eos=True, limit=n, timeout_s=600, overwrite=True,
-                           log=lambda s: print(s, flush=True))
+        hq = serve_variant(model, a.pages, client, a.out / f"harness-qg-{rep}", ServeOptions(concurrency=[a.harness_concurrency], max_tokens=a.max_tokens, ignore_eos=True, limit=n, timeout_s=600, overwrite=True), hooks=ServeHooks(log=lambda s: print(s, flush=True)))
         q = hq.levels[0].output_tokens_per_s
         rows.append({"vllm_bench_output_tok_s": b["output_throughput"], "quantgate_output_tok_s": q,
                      "ratio": q / b["output_throughput"], "vllm_bench": b})

@@ -71,20 +71,20 @@ def cmd_compare(a: argparse.Namespace) -> int:
     import json
 
     from quantgate.lmeval import compare_lmeval
-    from quantgate.study.spec import LmEvalSpec
+    from quantgate.schema.study import LmEvalSpec
 
     margin = a.margin if a.margin is not None else LmEvalSpec.model_fields["margin"].default
     more = {"min_pages": a.min_pages} if a.min_pages else {}
     rows = compare_lmeval(a.baseline, a.candidate, default_margin=margin, seed=a.seed, **more)
     if a.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([r.model_dump() for r in rows], indent=2))
     else:
         for r in rows:
-            rec = "–" if r["recovery"] is None else f"{r['recovery']:.3f}"
-            print(f"{r['verdict']:<13} {r['task']} {r['metric']} ({r['reason']}): {r['baseline']:.4f} -> "
-                  f"{r['candidate']:.4f} (recovery {rec}), delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
-                  f"{r['ci_high']:+.4f}] (one-sided 95% bounds), margin {r['margin']:.4f}, n {r['n']}")
-            if r["verdict"] != "within_noise":
-                print(f"  {r['message']}")
-    verdicts = {r["verdict"] for r in rows}
+            rec = "–" if r.recovery is None else f"{r.recovery:.3f}"
+            print(f"{r.verdict:<13} {r.task} {r.metric} ({r.reason}): {r.baseline:.4f} -> "
+                  f"{r.candidate:.4f} (recovery {rec}), delta {r.delta:+.4f} [{r.ci_low:+.4f}, "
+                  f"{r.ci_high:+.4f}] (one-sided 95% bounds), margin {r.margin:.4f}, n {r.n}")
+            if r.verdict != "within_noise":
+                print(f"  {r.message}")
+    verdicts = {r.verdict for r in rows}
     return 1 if verdicts & {"regression", "not_equivalent"} else 2 if "inconclusive" in verdicts or not rows else 0

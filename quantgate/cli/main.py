@@ -4,6 +4,7 @@ line and an exit code. Heavy imports (torch, transformers, llmcompressor) happen
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from quantgate import __version__
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The process-wide settings the library leaves alone, set here for the command line: llmcompressor logs every
+    # lifecycle step at INFO (keep its warnings; set the variable to override), and the tune's report section
+    # joins every report this process writes (quantgate.report.sections).
+    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
+    import quantgate.tune.report  # noqa: F401
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -79,7 +79,12 @@ def _progress(total: int | None, desc: str):
 
 
 def cmd_import(a: argparse.Namespace) -> int:
+    from PIL import Image
+
     from quantgate.pages.importer import ImportOptions, import_pages
+
+    # PIL's decompression-bomb guard is process-wide: this process imports pages, so it guards at --max-pixels
+    Image.MAX_IMAGE_PIXELS = a.max_pixels
 
     opts = ImportOptions(truth_dir=a.truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
                          calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
@@ -111,7 +116,8 @@ def cmd_synth(a: argparse.Namespace) -> int:
 
 def cmd_check(a: argparse.Namespace) -> int:
     from quantgate.errors import InputError
-    from quantgate.pages import check_pageset, load_pageset
+    from quantgate.io.pageset import load_pageset
+    from quantgate.pages.check import check_pageset
 
     ps = load_pageset(a.pageset)
     problems = check_pageset(ps)
@@ -124,9 +130,10 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 
 def cmd_stats(a: argparse.Namespace) -> int:
-    from quantgate.pages import load_pageset, pageset_stats
+    from quantgate.io.pageset import load_pageset
+    from quantgate.pages.check import pageset_stats
 
-    st = pageset_stats(load_pageset(a.pageset))
+    st = pageset_stats(load_pageset(a.pageset)).model_dump()
     if a.json:
         print_json(st)
     else:

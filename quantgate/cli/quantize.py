@@ -110,7 +110,7 @@ def cmd_quantize(a) -> int:
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
                  trust_remote_code=a.trust_remote_code, allow_pickle_files=a.allow_pickle_files, device=a.device,
                  log=lambda s: print(s, file=sys.stderr))
-    v, s = m["verification"], m["size"]
-    print(f"{a.output}: verified {v['modules_checked']} modules {v.get('formats', '')}; vision BF16: {v['vision_bf16']}; "
-          f"weights {s['weights_bytes'] / 1e6:.1f} MB ({s['compression']}x smaller than the source); {m['wall_s']} s")
+    v, s = m.manifest.verification, m.manifest.size
+    print(f"{a.output}: verified {v.modules_checked} modules {v.formats}; vision BF16: {v.vision_bf16}; "
+          f"weights {s.weights_bytes / 1e6:.1f} MB ({s.compression}x smaller than the source); {m.manifest.wall_s} s")
     return 0

@@ -4,10 +4,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.cli._args import concurrency_level, existing_path, print_json
+from quantgate.cli._args import concurrency_level, existing_path, float_range, int_range, nonnegative_int, print_json
+from quantgate.schema.metrics import METRICS
+from quantgate.schema.verdict import MIN_RESAMPLES
 
-# The registry's margins, spelled out so that building the parser imports no numpy; a test keeps them equal.
-DEFAULT_MARGINS = "ned 0.01, cer 0.01, wer 0.02, bow_f1 0.01, table_teds 0.02, checks 0.02"
+DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
+_margin = float_range(0, lo_open=True, why=" (for exact equality use --exact)")
+_resamples = int_range(MIN_RESAMPLES, why=" (a 5% tail needs at least ~1,000 resamples)")
 
 
 def register(sub) -> None:
@@ -50,50 +53,20 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
                    help="two-sided: both ends inside ±margin (a candidate suspiciously *better* fails too)")
     t.add_argument("--exact", action="store_true",
                    help="pass only when every page's output text is identical (by the score files' output_sha256)")
-    c.add_argument("--seed", type=_seed, default=0, help="resampling seed, >= 0 (default 0)")
+    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
     c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
     c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
 
 
-def _margin(s: str) -> float:
-    import math
-
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{s} must be a finite number > 0 (for exact equality use --exact)")
-    return v
-
-
-def _seed(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{s} must be >= 0")
-    return v
-
-
-def _resamples(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{s!r} is not an integer") from None
-    if v < 1000:
-        raise argparse.ArgumentTypeError(f"{s} must be >= 1000 (a 5% tail needs at least ~1,000 resamples)")
-    return v
-
-
 def cmd_score(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from quantgate.pages import load_pageset
-    from quantgate.score import load_predictions, parse_metric_list, score_pages, summarize, write_scores
+    from quantgate.io.pageset import load_pageset
+    from quantgate.io.scores import write_scores
+    from quantgate.judge.describe import summarize
+    from quantgate.score import load_predictions, parse_metric_list, score_pages
 
     ps = load_pageset(a.pages)
     metrics = parse_metric_list(a.metrics)
@@ -102,18 +75,19 @@ def cmd_score(a: argparse.Namespace) -> int:
     with tqdm(total=len(pages), desc="scoring", unit="page", file=sys.stderr, disable=None) as bar:
         rows = score_pages(ps, preds, metrics, a.split, progress=lambda _: bar.update(1))
     write_scores(a.output, rows)
-    summ = summarize(rows, metrics)
-    n_empty = sum(r["empty"] for r in rows)
-    n_missing = sum(r.get("error") == "missing" for r in rows)
+    summ = summarize(rows, [m.spec for m in metrics])
+    n_empty = sum(r.empty for r in rows)
+    n_missing = sum(r.error == "missing" for r in rows)
     if a.json:
-        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "metrics": summ})
+        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing,
+                    "metrics": [x.model_dump() for x in summ]})
         return 0
     print(f"{'metric':<12}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI")
-    for s in summ:
-        if s["mean"] is None:
-            print(f"{s['metric']:<12}{'':>7}{0:>7}{'n/a':>10}")
+    for x in summ:
+        if x.mean is None or x.ci95 is None:
+            print(f"{x.metric:<12}{'':>7}{0:>7}{'n/a':>10}")
             continue
-        print(f"{s['metric']:<12}{s['direction']:>7}{s['n']:>7}{s['mean']:>10.4f}   [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]")
+        print(f"{x.metric:<12}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]")
     print(f"{len(rows)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
     return 0
 

@@ -91,15 +91,15 @@ def register(sub) -> None:
 
 
 def cmd_sensitivity(a) -> int:
-    from quantgate.sensitivity.analyze import analyze, parse_formats
+    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, parse_formats
     from quantgate.sensitivity.report import format_table
 
     keep = None if a.keep_bf16 is None else [k for k in a.keep_bf16 if k]
-    res = analyze(a.model, a.calibration, a.output, formats=parse_formats(a.formats), samples=a.samples,
-                  max_new_tokens=a.max_new_tokens, max_seq_len=a.max_seq_len, prompt=a.prompt,
-                  allow_vision=a.allow_vision, keep_bf16=keep, bandwidth_gbps=a.bandwidth, batch_pages=a.batch_pages,
-                  device=a.device, overwrite=a.overwrite, trust_remote_code=a.trust_remote_code,
-                  log=lambda s: print(s, file=sys.stderr))
+    options = SensitivityOptions(formats=parse_formats(a.formats), samples=a.samples, max_new_tokens=a.max_new_tokens,
+                                 max_seq_len=a.max_seq_len, prompt=a.prompt, allow_vision=a.allow_vision,
+                                 keep_bf16=keep, bandwidth_gbps=a.bandwidth, batch_pages=a.batch_pages, device=a.device,
+                                 overwrite=a.overwrite, trust_remote_code=a.trust_remote_code)
+    res = analyze(a.model, a.calibration, a.output, options, log=lambda s: print(s, file=sys.stderr))
     print(format_table(res))
     print(f"{a.output}: {len(res.groups)} groups × {len(res.formats)} formats on {len(res.page_ids)} page(s), "
           f"{res.reference.tokens} scored tokens; {res.timings['total_s']:.1f} s")

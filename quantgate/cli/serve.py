@@ -47,7 +47,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from quantgate.errors import ServerError
-    from quantgate.serve import serve_variant
+    from quantgate.serve import ServeHooks, ServeOptions, serve_variant
     from quantgate.serve.run import failed_levels
 
     backend = backend_from_args(a, variant=str(a.variant))
@@ -59,9 +59,11 @@ def cmd_serve(a: argparse.Namespace) -> int:
         return lambda rec: bar.update(1)
 
     try:
-        m = serve_variant(a.variant, a.pages, backend, a.output, split=a.split, concurrency=a.concurrency,
-                          max_tokens=a.max_tokens, prompt=a.prompt, slo_s=a.slo, timeout_s=a.timeout, limit=a.limit,
-                          overwrite=a.overwrite, ignore_eos=a.ignore_eos, waves=a.waves, on_level=on_level, log=lambda s: print(s, file=sys.stderr))
+        options = ServeOptions(split=a.split, concurrency=a.concurrency, max_tokens=a.max_tokens, prompt=a.prompt,
+                               slo_s=a.slo, timeout_s=a.timeout, limit=a.limit, overwrite=a.overwrite,
+                               ignore_eos=a.ignore_eos, waves=a.waves)
+        m = serve_variant(a.variant, a.pages, backend, a.output, options,
+                          ServeHooks(on_level=on_level, log=lambda s: print(s, file=sys.stderr)))
     finally:
         for b in bars:
             b.close()

@@ -2,21 +2,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quantgate.cli._args import existing_path, int_range
+from quantgate.cli.scoring import DEFAULT_MARGINS
+
+if TYPE_CHECKING:  # the parser is built without the library; the commands import it when they run
+    from quantgate.io.console import Console
+    from quantgate.schema.study import StudyOutcome
+    from quantgate.schema.summary import Summary
 
 
 def demo_min_pages() -> tuple[int, int]:
     """(pages, held-out pages): the fewest demo pages whose held-out split reaches the verdict's page
     minimum. The split is a seeded hash, so the count for the demo's seed and fraction is known before
     any page is drawn."""
-    from quantgate.judge import stats
-    from quantgate.pages.pageset import split_of
+    from quantgate.io.pageset import split_of
+    from quantgate.schema.verdict import MIN_PAGES
     from quantgate.study.demo import demo_study
 
-    # the statistics rework defines the verdict's page minimum (MIN_PAGES); before it, 20 held-out pages
-    need = getattr(stats, "MIN_PAGES", 20)
+    need = MIN_PAGES
     synth = demo_study(need, ["bf16"])["pages"]["synth"]
     seed, fraction = synth["seed"], synth["calibration_fraction"]
     held = least = 0
@@ -42,8 +49,7 @@ def register(sub) -> None:
                        description="Quantize every variant, serve each at the study's concurrency levels, score, "
                        "compare with the baseline (its second concurrency level is the noise run) and write "
                        "summary.json, report.md, report.html and junit.xml. Each metric is judged against its "
-                       "declared margin (the study's margins:, else the registry's: ned 0.01, cer 0.01, wer 0.02, "
-                       "bow_f1 0.01, table_teds 0.02, checks 0.02), non-inferiority at one-sided 95% by default "
+                       "declared margin (the study's margins:, else the registry's: " + DEFAULT_MARGINS + "), non-inferiority at one-sided 95% by default "
                        "(test: equivalence | exact); fewer than min_pages (30) pages give inconclusive. With a "
                        "'sequential:' block each candidate's accuracy pass is served in a seeded order and stops "
                        "once every verdict is decisive (docs/statistics.md). 'servers: all_at_once' starts each "
@@ -115,28 +121,28 @@ def _verbose_flag(p) -> None:
                    "to OUT/study.log")
 
 
-def _print_verdicts(rep: dict) -> None:
+def _print_verdicts(rep: Summary) -> None:
     from quantgate.report.markdown import ICON
 
     print(f"{'variant':<16}{'metric':<9}{'verdict':<18}{'reason':<21}{'delta':>8}  one-sided 95% bounds  margin  "
           "noise floor    n")
-    for v in rep["verdicts"]:
-        floor = "–" if v["noise_floor"] is None else f"{v['noise_floor']:.4f}"
-        print(f"{v['variant']:<16}{v['metric']:<9}{ICON[v['verdict']]:<18}{v['reason']:<21}{v['delta']:>+8.4f}  "
-              f"[{v['ci_low']:+.4f}, {v['ci_high']:+.4f}]  {v['margin']:.4f}  {floor:<11}{v['n']:>4}")
-        if v["verdict"] != "within_noise":
-            print(f"{'':<16}{v['message']}")
-    lm = (rep.get("lm_eval") or {}).get("verdicts") or []
+    for v in rep.verdicts:
+        floor = "–" if v.noise_floor is None else f"{v.noise_floor:.4f}"
+        print(f"{v.variant:<16}{v.metric:<9}{ICON[v.verdict]:<18}{v.reason:<21}{v.delta:>+8.4f}  "
+              f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
+        if v.verdict != "within_noise":
+            print(f"{'':<16}{v.message}")
+    lm = rep.lm_eval.verdicts if rep.lm_eval else []
     if lm:
         print("lm-eval (paired over the logged samples):")
-    for v in lm:
-        rec = "–" if v["recovery"] is None else f"{v['recovery']:.3f}"
-        print(f"{v['variant']:<16}{v['task']} {v['metric']}: {v['baseline']:.3f} -> {v['candidate']:.3f} (recovery "
-              f"{rec})  {ICON[v['verdict']]} ({v['reason']})  {v['delta']:+.4f} [{v['ci_low']:+.4f}, "
-              f"{v['ci_high']:+.4f}]  margin {v['margin']:.4f}  n {v['n']}")
+    for x in lm:
+        rec = "–" if x.recovery is None else f"{x.recovery:.3f}"
+        print(f"{x.variant:<16}{x.task} {x.metric}: {x.baseline:.3f} -> {x.candidate:.3f} (recovery "
+              f"{rec})  {ICON[x.verdict]} ({x.reason})  {x.delta:+.4f} [{x.ci_low:+.4f}, "
+              f"{x.ci_high:+.4f}]  margin {x.margin:.4f}  n {x.n}")
 
 
-def _run_quietly(out: Path, verbose: bool, what: str, run) -> dict:
+def _run_quietly(out: Path, verbose: bool, what: str, run: Callable[[Console], StudyOutcome]) -> StudyOutcome:
     """``run(console)`` with third-party output in OUT/study.log (all of it on the console with -v)."""
     from quantgate.io.console import captured_output
 
@@ -146,22 +152,21 @@ def _run_quietly(out: Path, verbose: bool, what: str, run) -> dict:
         return run(console)
 
 
-def _print_stops_and_time(rep: dict) -> None:
-    from quantgate.judge.sequential import SequentialDecision, stop_line
-
-    for v in rep.get("variants") or []:
-        if v.get("sequential"):
-            print(f"{v['name']}: {stop_line(SequentialDecision.model_validate(v['sequential']))}")
-    tb = rep.get("time_budget")
+def _print_stops_and_time(rep: Summary) -> None:
+    for v in rep.variants:
+        if v.sequential:
+            print(f"{v.name}: {v.sequential.stop_line()}")
+    tb = rep.time_budget
     if tb:
-        print(f"time: {tb['wall_s']:.1f} s — server starts {tb['engine_start_s']:.1f} s, generation "
-              f"{tb['generation_s']:.1f} s, quantgate's own overhead {tb['overhead_s']:.1f} s "
-              f"({tb['overhead_share']:.1%}; report.md, \"Time budget\")")
+        print(f"time: {tb.wall_s:.1f} s — server starts {tb.engine_start_s:.1f} s, generation "
+              f"{tb.generation_s:.1f} s, quantgate's own overhead {tb.overhead_s:.1f} s "
+              f"({tb.overhead_share:.1%}; report.md, \"Time budget\")")
 
 
-def _finish(rep: dict, out: Path) -> int:
-    _print_verdicts(rep)
-    _print_stops_and_time(rep)
+def _finish(outcome: StudyOutcome, out: Path) -> int:
+    if outcome.summary is not None:
+        _print_verdicts(outcome.summary)
+        _print_stops_and_time(outcome.summary)
     print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml; log: {out / 'study.log'})")
     return 0
 
@@ -171,8 +176,8 @@ def cmd_study(a: argparse.Namespace) -> int:
     from quantgate.study.run import study_output
 
     out = study_output(a.study, a.output)  # the YAML is checked before anything is redirected
-    rep = _run_quietly(out, a.verbose, f"quantgate study {a.study}", lambda c: run_study(a.study, out, console=c))
-    return _finish(rep, out)
+    outcome = _run_quietly(out, a.verbose, f"quantgate study {a.study}", lambda c: run_study(a.study, out, console=c))
+    return _finish(outcome, out)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -185,7 +190,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
-    from quantgate.study import gate
+    from quantgate.study.gate import GateCode, gate
 
     key = None
     if a.sign:  # a bad key ends the gate before it runs: nothing judged, nothing written
@@ -194,12 +199,13 @@ def cmd_gate(a: argparse.Namespace) -> int:
         key = load_private_key(a.sign)
     metrics, variants = a.metrics.split(",") if a.metrics else None, a.variants.split(",") if a.variants else None
     code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study)
-    if code == 3:
+    if code is GateCode.INVALID:
         print(f"INVALID: {lines[0]}")  # one line: what cannot be trusted, and the file
         return code
     for line in lines:
         print(line)
-    print({0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
+    print({GateCode.PASS: "PASS", GateCode.REGRESSION: "FAIL: regression",
+           GateCode.INCONCLUSIVE: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
     if key is not None:
         from quantgate.study.attest import ATTESTATION, sign
 

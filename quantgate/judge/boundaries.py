@@ -5,7 +5,7 @@ Computed here, by the recursive numerical integration of Armitage, McPherson & R
 by Jennison & Turnbull (2000, ch. 19): no maintained, permissively licensed Python package computes
 spending boundaries (PyPI's ``gsdesign`` 0.1.5 has only the integration grid; ``sequential-analysis``
 is AGPL), and scipy's multivariate normal CDF (Genz, randomised) cannot resolve the ~1e-12 spent at an
-early O'Brien–Fleming look. tests/test_sequential.py checks this integration against scipy's
+early O'Brien–Fleming look. tests/unit/judge/test_sequential.py checks this integration against scipy's
 multivariate normal and against published boundaries.
 """
 
@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
+from typing import get_args
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from quantgate.errors import InputError
-from quantgate.judge import stats
-from quantgate.schema.run import Record
+from quantgate.schema.sequential import LookBoundary, Spending
+from quantgate.schema.verdict import DEFAULT_CONFIDENCE
 
-ALPHA = round((1 - stats.DEFAULT_CONFIDENCE) / 2, 12)  # one-sided, each side: the fixed design's 5%
-Spending = Literal["obrien_fleming", "pocock"]
-SPENDINGS = ("obrien_fleming", "pocock")
+ALPHA = round((1 - DEFAULT_CONFIDENCE) / 2, 12)  # one-sided, each side: the fixed design's 5%
+SPENDINGS: tuple[Spending, ...] = get_args(Spending)
 _GRID = 801  # Simpson points per look: boundaries agree with a 2001-point grid to 1e-7 (tested)
 _TAIL = 10.0  # the grid spans ±10 sd of W(t): the mass left out is below 1e-22
 
@@ -58,17 +57,17 @@ def _walk(t: np.ndarray, z_at, grid: int = _GRID) -> tuple[np.ndarray, np.ndarra
     Returns the boundaries and the crossing probability at each look."""
     K = len(t)
     c, p = np.empty(K), np.empty(K)
-    x = f = None
+    x = f = np.empty(0)  # the grid and its weighted sub-density, from look 2 on
+    sd = 1.0
     for k in range(K):
         sk = math.sqrt(t[k])
-        if k == 0:
-            def cross(ck):
-                return float(ndtr(-ck))
-        else:
+        if k > 0:
             sd = math.sqrt(t[k] - t[k - 1])
 
-            def cross(ck, sk=sk, sd=sd, x=x, f=f):
-                return float(f @ ndtr((x - ck * sk) / sd))
+        def cross(ck, k=k, sk=sk, sd=sd, x=x, f=f):
+            if k == 0:
+                return float(ndtr(-ck))
+            return float(f @ ndtr((x - ck * sk) / sd))
         c[k] = z_at(k, cross)
         p[k] = cross(c[k])
         if k == K - 1:
@@ -111,18 +110,6 @@ def _design(looks: tuple[int, ...], n_max: int, alpha: float, spending: str, gri
     cum = spent(spending, np.array(looks, dtype=np.float64) / n_max, alpha)
     cum[-1] = alpha  # the last look spends whatever is left
     return t, cum, boundaries_for_spending(t, cum, grid)
-
-
-class LookBoundary(Record):
-    """One look of the design: after ``pages`` pages, a verdict side is decided when its one-sided
-    p-value is at most ``nominal_alpha`` (z beyond ``z``); ``alpha_spent`` is cumulative."""
-
-    look: int  # 1-based
-    pages: int
-    information_fraction: float  # pages / planned page budget
-    z: float
-    nominal_alpha: float
-    alpha_spent: float
 
 
 def design(looks: list[int], *, n_max: int | None = None, alpha: float = ALPHA,

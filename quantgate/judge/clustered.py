@@ -491,7 +491,7 @@ def _with_noise(need: Plan, ce: Cluster, floor: float, margin: float, alpha: flo
     documents for that at ``power`` (normal approximation, the spread the floor implies, at least the
     pseudo-values' sd), beside the candidate's plan. None when the baseline's own shift reaches the margin."""
     G, shift = ce.documents, abs(float(ce.mean[0]))
-    if not margin > shift:
+    if need.documents is None or not margin > shift:
         return Plan(None, None, need.shift)
     z_a, z_p = float(ndtri(1 - alpha)), float(ndtri(power))
     sd = max(float(ce.se[0]) * math.sqrt(G), (floor - shift) * math.sqrt(G) / z_a)
@@ -597,7 +597,7 @@ def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPH
         need = plan(cl, b, margin, damage_document=Dd, alpha=alpha, power=power, expected_shift=expected_shift,
                     pages_rule=pages_rule, documents_rule=docs_rule, min_pages=min_pages,
                     min_documents=min_documents)
-        if reason == "noise_exceeds_margin" and need.documents is not None:
+        if reason == "noise_exceeds_margin" and need.documents is not None and floor is not None:
             need = _with_noise(need, cluster_summary(edocs), float(floor[0]), margin, alpha, power)
     lo_from = ("unbounded" if not np.isfinite(b.lo[0]) else
                "studentized_hall" if b.lo_hall[0] <= b.lo_t[0] else "student_t")

@@ -17,36 +17,27 @@ The boundaries: ``quantgate.judge.boundaries``.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
 
 import numpy as np
 
 from quantgate.errors import InputError
 from quantgate.judge import stats
-from quantgate.judge.boundaries import (
-    ALPHA,
-    LookBoundary,
-    Spending,
-    check_looks,
-    design,
-    repeated_p,
-)
-from quantgate.schema.run import ReasonName, Record, VerdictName
-from quantgate.score.metrics import check_margin
+from quantgate.judge.boundaries import ALPHA, check_looks, design, repeated_p
+from quantgate.schema.metrics import check_margin
+from quantgate.schema.sequential import LookBoundary, SequentialDecision, SequentialMetric, Spending
+from quantgate.schema.verdict import DECISIVE, MIN_PAGES, REASONS, VERDICTS
 
-SCHEMA_VERSION = 1
-DECISIVE = ("within_noise", "regression", "not_equivalent")
 # The first look: the interval is calibrated at 5% from 30 pages (MIN_PAGES), but early looks test at
 # far smaller levels, where 30 skewed pages are not: at a nominal 0.1% they pass a candidate one margin
 # worse 1.5% of the time, 60 pages 0.35% (benchmarks/sequential_verdicts.py, "small_n"); a plan whose
 # first look is at 30 pages falsely passed 6.0% of 400-page skewed studies, from 60 pages 5.2%.
-FIRST_LOOK = 2 * stats.MIN_PAGES
+FIRST_LOOK = 2 * MIN_PAGES
 
 
 # --- the plan: looks and page order ----------------------------------------------------------
 
 def plan_looks(n_max: int, *, first: int | None = None, step: int | None = None, n_looks: int | None = None,
-               min_pages: int = stats.MIN_PAGES) -> list[int]:
+               min_pages: int = MIN_PAGES) -> list[int]:
     """Page counts at which to look. ``n_looks``: equally spaced fractions of ``n_max`` (every 25% is
     ``n_looks=4``); ``step``: every ``step`` pages. No look before ``first`` (default FIRST_LOOK, 60
     pages; never below ``min_pages``, under which no verdict is decisive). A look less than half a
@@ -60,10 +51,12 @@ def plan_looks(n_max: int, *, first: int | None = None, step: int | None = None,
     first = max(min_pages, FIRST_LOOK if first is None else first)
     if n_max <= first:
         return [n_max] if n_max >= 2 else check_looks([n_max])
+    spacing: float
     if n_looks is not None:
         raw = [round(n_max * k / n_looks) for k in range(1, n_looks + 1)]
         spacing = n_max / n_looks
     else:
+        assert step is not None  # one of the two, checked above
         raw = list(range(step, n_max + 1, step))
         spacing = step
     looks: list[int] = []
@@ -91,7 +84,7 @@ def page_order(page_ids, seed: int) -> list[str]:
 # --- one look ----------------------------------------------------------------------------------
 
 def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *, floor=None,
-                  equivalence: bool = False, min_pages: int = stats.MIN_PAGES, moments=None):
+                  equivalence: bool = False, min_pages: int = MIN_PAGES, moments=None):
     """The fixed-design verdict at a look's nominal level, for S studies at once (``d`` is (S, n),
     oriented; ``indices`` from ``stats.resample_indices``; ``moments`` from ``stats.bootstrap_moments``
     when several levels are judged on the same pages): verdict and reason codes and the bounds."""
@@ -103,49 +96,6 @@ def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *
 
 
 # --- the decision at a look --------------------------------------------------------------------
-
-class SequentialMetric(Record):
-    """One metric's verdict at the current look (frozen at ``decided_at_look`` once decisive).
-    Mean and interval are oriented (higher is better), from the pages of the look it was decided at."""
-
-    metric: str
-    verdict: VerdictName
-    reason: ReasonName
-    decisive: bool
-    decided_at_look: int | None
-    pages: int  # pages with a value for this metric at that look
-    mean: float | None
-    ci_low: float | None  # (1 − 2·nominal_alpha) interval: each end a one-sided test at nominal_alpha
-    ci_high: float | None
-    nominal_alpha: float
-    interval: Literal["studentized_hall", "bca", "percentile", "degenerate"] | None
-    margin: float
-    noise_floor: float | None  # one-sided 95% bound, as in the fixed design: a guard, not the test
-    p_regression_nominal: float | None  # at that look, against nominal_alpha
-    p_regression: float  # repeated p-value over the looks so far: compare with alpha; Holm-adjust a family
-
-
-class SequentialDecision(Record):
-    """What the report records for a variant's accuracy pass: the plan, where it stopped and why,
-    the boundary of every look and the alpha spent, and each metric's verdict."""
-
-    schema_version: int = SCHEMA_VERSION
-    test: Literal["non_inferiority", "equivalence"]
-    spending: Spending
-    alpha: float  # one-sided, each side, over all looks
-    n_max: int  # planned page budget
-    looks: list[int]
-    plan: list[LookBoundary]
-    seed: int  # bootstrap seed (the page order has its own)
-    n_resamples: int
-    min_pages: int
-    look: int  # 1-based: the look just made
-    pages_used: int
-    alpha_spent: float  # cumulative, at this look
-    stop: bool
-    stop_reason: Literal["all_decisive", "page_budget"] | None
-    metrics: dict[str, SequentialMetric]
-
 
 def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending, seed, n_resamples,
               equivalence, min_pages, best_p) -> SequentialMetric:
@@ -163,7 +113,7 @@ def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending,
         floor = stats.noise_floor(e[: bound.pages][keep], ALPHA, n_resamples, seed + 1)
     v, r, b = look_verdicts(d[None, :], margin, bound.nominal_alpha, stats.resample_indices(n, n_resamples, seed),
                             floor=floor, equivalence=equivalence, min_pages=min_pages)
-    verdict, reason = stats.VERDICTS[int(v[0])], stats.REASONS[int(r[0])]
+    verdict, reason = VERDICTS[int(v[0])], REASONS[int(r[0])]
     p_nom = float(b.p_regression[0])
     p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= min_pages else best_p
     decisive = verdict in DECISIVE
@@ -178,7 +128,7 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
                       noise_by_metric: dict[str, np.ndarray] | None = None, previous: SequentialDecision | None = None,
                       n_max: int | None = None, spending: Spending = "obrien_fleming", alpha: float = ALPHA,
                       n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0, equivalence: bool = False,
-                      min_pages: int = stats.MIN_PAGES) -> SequentialDecision:
+                      min_pages: int = MIN_PAGES) -> SequentialDecision:
     """The decision at ``look`` (1-based) of the plan ``looks``. ``d_by_metric``: per metric, the
     oriented differences (higher is better; NaN where a page has no value) of the pages served so far,
     *in ``page_order``*: at least ``looks[look-1]`` of them. ``noise_by_metric``: the baseline re-run
@@ -233,11 +183,3 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
                               seed=seed, n_resamples=n_resamples, min_pages=min_pages, look=look, pages_used=pages,
                               alpha_spent=plan[look - 1].alpha_spent, stop=done or last,
                               stop_reason="all_decisive" if done else "page_budget" if last else None, metrics=state)
-
-
-def stop_line(dec: SequentialDecision) -> str:
-    """"stopped at look 2 of 4: 60 of 120 pages (every verdict decisive)" — the report's and console's line."""
-    why = {"all_decisive": "every verdict decisive", "page_budget": "the page budget ended"}.get(dec.stop_reason or "",
-                                                                                                "not finished")
-    return f"{'stopped' if dec.stop else 'at'} at look {dec.look} of {len(dec.looks)}: {dec.pages_used} of " \
-           f"{dec.n_max} pages ({why})"

@@ -29,14 +29,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-DEFAULT_RESAMPLES = 10_000
-MIN_RESAMPLES = 1_000  # a 5% tail from fewer resamples rests on a few dozen values
-DEFAULT_CONFIDENCE = 0.90  # coverage of [ci_low, ci_high]; each end is a one-sided 95% bound
-DEFAULT_POWER = 0.80
-MIN_PAGES = 30  # below it the skewed page model of the calibration benchmark falsely passes > 6%
-_CHUNK_ELEMENTS = 4_000_000  # bounds memory: resamples per chunk × pages
+from quantgate.schema.metrics import check_margin
+from quantgate.schema.verdict import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_POWER,
+    DEFAULT_RESAMPLES,
+    INTERVALS,
+    MIN_PAGES,
+    REASONS,
+    VERDICTS,
+    IntervalName,
+    ReasonName,
+    VerdictName,
+)
 
-INTERVALS = ("studentized_hall", "bca", "percentile", "degenerate")
+_CHUNK_ELEMENTS = 4_000_000  # bounds memory: resamples per chunk × pages
 
 
 # --- resampling ------------------------------------------------------------------------------
@@ -223,11 +230,6 @@ def noise_floor(e: np.ndarray, alpha: float = (1 - DEFAULT_CONFIDENCE) / 2, n_re
 
 # --- decisions -------------------------------------------------------------------------------
 
-VERDICTS = ("within_noise", "regression", "inconclusive", "not_equivalent")
-REASONS = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
-           "identical_outputs", "outputs_differ")
-
-
 def classify(n: int, mean, lo, hi, all_zero, floor, margin: float, *, equivalence: bool = False,
              min_pages: int = MIN_PAGES) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and reason codes (indices into VERDICTS / REASONS), first rule that applies:
@@ -265,8 +267,8 @@ def _pages_for_gap(sd: float, gap: float, alpha: float, power: float) -> int | N
 
 @dataclass
 class Decision:
-    verdict: str
-    reason: str
+    verdict: VerdictName
+    reason: ReasonName
     mean: float  # oriented: higher is better
     ci_low: float
     ci_high: float
@@ -274,7 +276,7 @@ class Decision:
     noise_floor: float | None
     noise_mean: float | None
     p_regression: float
-    interval: str
+    interval: IntervalName
     pages_needed: int | None
 
 
@@ -286,8 +288,7 @@ def decide(d_oriented: np.ndarray, margin: float, *, noise: np.ndarray | None = 
     d = np.asarray(d_oriented, dtype=np.float64)
     if len(d) < 2:
         raise ValueError("a paired comparison needs at least 2 pages")
-    if not (math.isfinite(margin) and margin > 0):
-        raise ValueError(f"margin must be a finite number > 0, not {margin}")
+    margin = check_margin("the comparison", margin)
     if noise is not None and len(noise) != len(d):
         raise ValueError("the noise run must cover the same pages as the comparison")
     alpha = (1 - confidence) / 2
@@ -309,24 +310,10 @@ def decide(d_oriented: np.ndarray, margin: float, *, noise: np.ndarray | None = 
         need = pages_needed(mean, sd, margin, alpha=alpha, power=power, equivalence=equivalence)
         if reason == "too_few_pages":
             need = max(min_pages, need or 0)
-        elif reason == "noise_exceeds_margin":
+        elif reason == "noise_exceeds_margin" and noise is not None and floor is not None and noise_mean is not None:
             # the floor (|mean(e)| plus its sampling error) falls below the margin only if |mean(e)| does
             sd_e = max(float(noise.std(ddof=1)), (floor - abs(noise_mean)) / z)
             need_e = _pages_for_gap(sd_e, margin - abs(noise_mean), alpha, power)
             need = None if need_e is None else max(need_e, need or 0, min_pages)
     return Decision(verdict, reason, mean, lo, hi, margin, floor, noise_mean,
                     float(b.p_regression[0]), INTERVALS[int(b.method[0])], need)
-
-
-# --- multiplicity ----------------------------------------------------------------------------
-
-def holm(pvalues) -> list[float]:
-    """Holm (1979) step-down adjusted p-values: strong control of the family-wise error rate under
-    any dependence. (Hand-written: scipy has no Holm; statsmodels would be a large dependency.)"""
-    p = np.asarray(pvalues, dtype=np.float64)
-    k = len(p)
-    order = np.argsort(p, kind="stable")
-    adj = np.minimum(1.0, np.maximum.accumulate((k - np.arange(k)) * p[order]))
-    out = np.empty(k)
-    out[order] = adj
-    return out.tolist()

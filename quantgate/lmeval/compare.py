@@ -12,8 +12,10 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.judge.compare import compare_scores
-from quantgate.judge.stats import DEFAULT_RESAMPLES, MIN_PAGES
 from quantgate.lmeval.run import load_lmeval
+from quantgate.schema.lmeval import LmEvalResult, LmEvalSample
+from quantgate.schema.scores import ScoreRow
+from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_PAGES
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -24,7 +26,7 @@ def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
 def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str, float] | None = None,
                    default_margin: float | None = None, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
                    min_pages: int = MIN_PAGES, equivalence: bool = False,
-                   names: tuple[str, str] = ("baseline", "candidate")) -> list[dict]:
+                   names: tuple[str, str] = ("baseline", "candidate")) -> list[LmEvalResult]:
     """One row per task × metric (``metric,filter`` as lm-eval names it): lm-eval's scores, the
     recovery ratio and every field of the paired ``Verdict`` over the logged samples (a sample is a
     page here: ``min_pages`` applies to them). lm-eval's metrics are outside quantgate's registry, so
@@ -46,22 +48,24 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
             if margin is None:
                 raise InputError(f"lm-eval {task} {name}: no margin declared; give one in the metric's units "
                                  "(lmeval-compare --margin, or a study's lm_eval.margin / lm_eval.margins)")
-            base_rows = {d: {key: r["metrics"].get(key)} for d, r in bs.get(task, {}).items()}
-            cand_rows = {d: {key: r["metrics"].get(key)} for d, r in cs.get(task, {}).items()}
+            # a logged sample is a page here: one row per document, its value of this metric
+            base_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in bs.get(task, {}).items()}
+            cand_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in cs.get(task, {}).items()}
             v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
                                min_pages=min_pages, equivalence=equivalence,
                                names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
-            rows.append({"task": task, **v.model_dump(), "baseline": b.value, "baseline_stderr": b.stderr,
-                         "candidate": c.value, "candidate_stderr": c.stderr,
-                         "recovery": recovery(b.value, c.value, b.higher_is_better)})
+            rows.append(LmEvalResult(task=task, **v.model_dump(), baseline=b.value, baseline_stderr=b.stderr,
+                                     candidate=c.value, candidate_stderr=c.stderr,
+                                     recovery=recovery(b.value, c.value, b.higher_is_better)))
     return rows
 
 
-def _same_documents(task: str, base: dict[str, dict], cand: dict[str, dict], bdir: Path, cdir: Path) -> None:
+def _same_documents(task: str, base: dict[str, LmEvalSample], cand: dict[str, LmEvalSample], bdir: Path,
+                    cdir: Path) -> None:
     """Pairs are made by document id: two runs whose data differ under the same id (another version
     of the task's data, a reshuffled file) must not be paired."""
-    differ = [d for d in base if d in cand and None not in (base[d]["doc_hash"], cand[d]["doc_hash"])
-              and base[d]["doc_hash"] != cand[d]["doc_hash"]]
+    differ = [d for d in base if d in cand and None not in (base[d].doc_hash, cand[d].doc_hash)
+              and base[d].doc_hash != cand[d].doc_hash]
     if differ:
         raise InputError(f"lm-eval task {task}: {len(differ)} document(s) differ between {bdir} and {cdir} under the "
                          f"same id (doc_hash), first {differ[0]!r}: the runs evaluated different data; rerun both "

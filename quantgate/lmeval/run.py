@@ -15,10 +15,11 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import atomic_write_json, atomic_write_text, read_jsonl, recorded_path, safe_join
-from quantgate.schema.variant import LmEvalRun, MetricResult, read_record_file
+from quantgate.schema.base import read_record_file
+from quantgate.schema.lmeval import LmEvalRun, LmEvalSample, MetricResult
 
 RESULT = "lmeval.json"
-__all__ = ["RESULT", "LmEvalRun", "MetricResult", "load_lmeval", "run_lmeval"]  # the records live in records_files
+__all__ = ["RESULT", "LmEvalRun", "MetricResult", "load_lmeval", "run_lmeval"]  # the records live in schema.lmeval
 
 
 def _num(x):
@@ -149,49 +150,47 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
             err = _num(res["results"][task].get(f"{name}_stderr,{filt}"))
             metrics[key] = MetricResult(value=float(res["results"][task][key]), stderr=err,
                                         higher_is_better=bool(hib.get(task, {}).get(name, True)),
-                                        n=sum(r["metrics"].get(key) is not None for r in rows))  # documents
+                                        n=sum(r.metrics.get(key) is not None for r in rows))  # documents
         run.results[task] = metrics
         name = f"samples-{task}.jsonl"
-        atomic_write_text(out / name, "".join(json.dumps(r, default=str) + "\n" for r in rows))
+        atomic_write_text(out / name, "".join(json.dumps(r.model_dump(), default=str) + "\n" for r in rows))
         run.samples[task] = name
     atomic_write_json(out / RESULT, run.model_dump())
     return run
 
 
-def doc_rows(samples: list[dict], keys: list[str], task: str) -> list[dict]:
+def doc_rows(samples: list[dict], keys: list[str], task: str) -> list[LmEvalSample]:
     """lm-eval logs one sample per (document, filter), its metric values under the bare metric name
     (gsm8k: ``strict-match`` and ``flexible-extract``). One row per document: ``metrics`` holds one
     value per ``metric,filter`` key, ``responses`` the filtered response per filter, ``doc_hash`` is
     lm-eval's hash of the document (compare refuses to pair documents whose hashes differ)."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, LmEvalSample] = {}
     for s in samples:
         filt, doc_id = s.get("filter", "none"), _sample_id(s)
-        row = rows.setdefault(doc_id, {"doc_id": doc_id, "doc_hash": s.get("doc_hash"), "target": s.get("target"),
-                                       "responses": {}, "metrics": {}})
-        if row["doc_hash"] != s.get("doc_hash"):
+        row = rows.setdefault(doc_id, LmEvalSample(doc_id=doc_id, doc_hash=s.get("doc_hash"), target=s.get("target")))
+        if row.doc_hash != s.get("doc_hash"):
             raise InputError(f"lm-eval task {task}: two different documents share the id {doc_id!r}; give each "
                              "document of the task's data its own doc_id")
         resp = s.get("filtered_resps")
-        row["responses"][filt] = resp[0] if isinstance(resp, list) and resp else resp
-        row["metrics"].update({key: _num(s[key.split(",")[0]]) for key in keys
-                               if key.split(",", 1)[1] == filt and key.split(",")[0] in s})
+        row.responses[filt] = resp[0] if isinstance(resp, list) and resp else resp
+        row.metrics.update({key: _num(s[key.split(",")[0]]) for key in keys
+                            if key.split(",", 1)[1] == filt and key.split(",")[0] in s})
     return list(rows.values())
 
 
-def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, dict]]]:
-    """The run record and, per task and document id, ``{"metrics": {"metric,filter": value},
-    "doc_hash": str | None}``. Rows of one document are merged (files written before rows were
-    merged per document hold one row per filter)."""
+def load_lmeval(out: Path) -> tuple[LmEvalRun, dict[str, dict[str, LmEvalSample]]]:
+    """The run record and, per task and document id, the document's sample row. Rows of one document are
+    merged (files written before rows were merged per document hold one row per filter)."""
     f = Path(out) / RESULT
     run = read_record_file(LmEvalRun, f, missing="run `quantgate lmeval` first")
-    samples: dict[str, dict[str, dict]] = {}
+    samples: dict[str, dict[str, LmEvalSample]] = {}
     for task, name in run.samples.items():
         path = safe_join(Path(out), name, what=f"{f}: samples.{task}")
-        docs: dict[str, dict] = {}
+        docs: dict[str, LmEvalSample] = {}
         for no, r in read_jsonl(path):
             if not isinstance(r, dict) or not isinstance(r.get("metrics"), dict) or "doc_id" not in r:
                 raise InputError(f"{path}:{no}: not a quantgate lm-eval sample row (doc_id, metrics); rerun lmeval")
-            d = docs.setdefault(str(r["doc_id"]), {"metrics": {}, "doc_hash": r.get("doc_hash")})
-            d["metrics"].update(r["metrics"])
+            d = docs.setdefault(str(r["doc_id"]), LmEvalSample(doc_id=str(r["doc_id"]), doc_hash=r.get("doc_hash")))
+            d.metrics.update(r["metrics"])
         samples[task] = docs
     return run, samples

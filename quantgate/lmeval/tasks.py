@@ -57,7 +57,7 @@ from quantgate.lmeval.task_utils import doc_to_image  # noqa: F401
 def write_page_task(pageset_dir: Path, out_dir: Path, *, prompt: str, split: str = "heldout",
                     limit: int | None = None, max_tokens: int = 48) -> Path:
     """Write the task folder; returns it (pass it as the include path)."""
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pageset_dir)
     rows = []

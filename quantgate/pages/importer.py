@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quantgate.errors import InputError, UnsafeInputError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
-from quantgate.pages.pageset import MANIFEST_FILE, PAGES_FILE, split_of
-from quantgate.schema.run import PageRecord, PageSetManifest, PageSource, parse_record
+from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.schema.base import parse_record
+from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
 # 4 MP: the page size OCR vendors report against. 64 MP is far above any real page scan at
@@ -54,9 +55,11 @@ class ImportReport:
 
 
 def _open_image(data: bytes, name: str, max_pixels: int):
+    """The decoded image, refused above ``max_pixels`` before it is decoded. PIL's own decompression-bomb
+    guard (``Image.MAX_IMAGE_PIXELS``, process-wide) is left as the caller set it — the CLI sets it to
+    ``--max-pixels``; a library caller allowing more than PIL's default raises it itself."""
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = max_pixels
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
@@ -162,8 +165,7 @@ def _load_checks(checks_file: Path) -> dict[str, list[dict]]:
 
 def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwrite: bool = False,
                  progress: Callable[[str], None] | None = None) -> ImportReport:
-    import imagehash
-
+    """Build the page set in a temporary sibling of ``out`` and rename it into place when complete."""
     if not 0.0 <= opts.calibration_fraction < 1.0:
         raise InputError(f"--calibration-fraction must be in [0, 1), got {opts.calibration_fraction}")
     out = Path(out)
@@ -172,93 +174,128 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
     warn: list[str] = []
     files = _iter_sources([Path(s) for s in sources], opts, warn)
     checks = _load_checks(opts.checks_file) if opts.checks_file else {}
-    truth_files: dict[str, Path] = {}
-    if opts.truth_dir:
-        if not opts.truth_dir.is_dir():
-            raise InputError(f"--truth {opts.truth_dir}: not a folder")
-        for t in sorted(opts.truth_dir.iterdir()):
-            if t.suffix in (".md", ".txt") and t.is_file():
-                _inside(t, opts.truth_dir, opts, warn)
-                if t.stem in truth_files:
-                    raise InputError(f"{t}: two truth files for page {t.stem!r} ({truth_files[t.stem].name} and {t.name})")
-                truth_files[t.stem] = t
-
+    truth_files = _truth_files(opts, warn)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing.", dir=out.parent))
     try:
         (tmp / "images").mkdir()
-        records: list[PageRecord] = []
-        origin: dict[str, str] = {}
-
-        def add(pid: str, img, src: Path, page_no: int | None) -> None:
-            if pid in origin:
-                raise InputError(f"{src}: gives page id {pid!r}, already given by {origin[pid]}; rename one of them")
-            origin[pid] = f"{src}" + (f" page {page_no}" if page_no else "")
-            if img.mode not in ("RGB", "L"):
-                img = img.convert("RGB")
-            buf = io.BytesIO()
-            img.save(buf, format="PNG")
-            data = buf.getvalue()
-            rel = f"images/{pid}.png"
-            (tmp / rel).write_bytes(data)
-            truth_rel = truth_sha = None
-            if pid in truth_files:
-                tf = truth_files[pid]
-                raw = tf.read_bytes()
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputError(f"{tf}: truth is not UTF-8 (bad byte at offset {e.start}); re-save it as UTF-8") from None
-                (tmp / "truth").mkdir(exist_ok=True)
-                truth_rel = f"truth/{pid}{tf.suffix}"
-                (tmp / truth_rel).write_bytes(raw)
-                truth_sha = sha256_bytes(raw)
-            records.append(PageRecord(
-                id=pid, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
-                width=img.width, height=img.height,
-                source=PageSource(file=str(src), page=page_no),
-                truth=truth_rel, truth_sha256=truth_sha, checks=checks.get(pid, []),
-                split=split_of(pid, opts.seed, opts.calibration_fraction), tags=list(opts.tags),
-            ))
-            if progress:
-                progress(pid)
-
+        writer = _PageWriter(tmp, opts, truth_files, checks, progress)
         for f in files:
             if f.suffix.lower() == ".pdf":
                 for n, img in _render_pdf(f, opts):
-                    add(f"{f.stem}_pg{n}", img, f, n)
+                    writer.add(f"{f.stem}_pg{n}", img, f, n)
             else:
                 data = f.read_bytes()
                 if not data:
                     raise InputError(f"{f}: image file is empty (0 bytes)")
-                add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None)
-
-        ids = {r.id for r in records}
-        unmatched = sorted(k for k in truth_files if k not in ids)
-        if unmatched:
-            warn.append(f"{len(unmatched)} truth file(s) in {opts.truth_dir} match no page: " + ", ".join(unmatched[:20])
-                        + (" …" if len(unmatched) > 20 else ""))
-        orphan_checks = sorted(k for k in checks if k not in ids)
-        if orphan_checks:
-            warn.append(f"checks in {opts.checks_file} name pages that were not imported: " + ", ".join(orphan_checks))
-        neither = sum(1 for r in records if not r.truth and not r.checks)
-        if neither:
-            warn.append(f"{neither} page(s) have neither truth nor checks: they can be served and timed, not scored")
-
-        lines = "".join(r.model_dump_json(exclude_none=False) + "\n" for r in records)
-        (tmp / PAGES_FILE).write_text(lines, encoding="utf-8")
-        atomic_write_json(tmp / MANIFEST_FILE, PageSetManifest(
-            created_by="quantgate pages import", seed=opts.seed, calibration_fraction=opts.calibration_fraction,
-            n_pages=len(records), pages_sha256=sha256_file(tmp / PAGES_FILE), notes=warn,
-        ).model_dump())
-        if out.exists():
-            if not overwrite and any(out.iterdir()):
-                raise InputError(f"{out}: appeared while importing; not replacing it")
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
+                writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None)
+        records = writer.records
+        warn += _unmatched(records, truth_files, checks, opts)
+        _write_set(tmp, records, opts, warn)
+        _replace(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ImportReport(n_pages=len(records), n_truth=sum(1 for r in records if r.truth),
-                        n_checks=sum(len(r.checks) for r in records), n_neither=neither, warnings=warn)
+                        n_checks=sum(len(r.checks) for r in records),
+                        n_neither=sum(1 for r in records if not r.truth and not r.checks), warnings=warn)
 
+
+def _truth_files(opts: ImportOptions, warn: list[str]) -> dict[str, Path]:
+    """page id → its truth file in ``--truth`` (``<id>.md`` or ``.txt``), links out of the folder refused."""
+    found: dict[str, Path] = {}
+    if not opts.truth_dir:
+        return found
+    if not opts.truth_dir.is_dir():
+        raise InputError(f"--truth {opts.truth_dir}: not a folder")
+    for t in sorted(opts.truth_dir.iterdir()):
+        if t.suffix in (".md", ".txt") and t.is_file():
+            _inside(t, opts.truth_dir, opts, warn)
+            if t.stem in found:
+                raise InputError(f"{t}: two truth files for page {t.stem!r} ({found[t.stem].name} and {t.name})")
+            found[t.stem] = t
+    return found
+
+
+class _PageWriter:
+    """Writes each page's PNG (and truth) into the set being built and keeps its record."""
+
+    def __init__(self, root: Path, opts: ImportOptions, truth_files: dict[str, Path], checks: dict[str, list[dict]],
+                 progress: Callable[[str], None] | None):
+        self.root, self.opts, self.truth_files, self.checks, self.progress = root, opts, truth_files, checks, progress
+        self.records: list[PageRecord] = []
+        self._origin: dict[str, str] = {}
+
+    def add(self, pid: str, img, src: Path, page_no: int | None) -> None:
+        import imagehash
+
+        if pid in self._origin:
+            raise InputError(f"{src}: gives page id {pid!r}, already given by {self._origin[pid]}; rename one of them")
+        self._origin[pid] = f"{src}" + (f" page {page_no}" if page_no else "")
+        if img.mode not in ("RGB", "L"):
+            img = img.convert("RGB")
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        data = buf.getvalue()
+        rel = f"images/{pid}.png"
+        (self.root / rel).write_bytes(data)
+        truth_rel, truth_sha = self._truth(pid)
+        self.records.append(PageRecord(
+            id=pid, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
+            width=img.width, height=img.height,
+            source=PageSource(file=str(src), page=page_no),
+            truth=truth_rel, truth_sha256=truth_sha, checks=self.checks.get(pid, []),
+            split=split_of(pid, self.opts.seed, self.opts.calibration_fraction), tags=list(self.opts.tags),
+        ))
+        if self.progress:
+            self.progress(pid)
+
+    def _truth(self, pid: str) -> tuple[str | None, str | None]:
+        """The page's truth copied into the set: (its path there, its sha256), or (None, None)."""
+        if pid not in self.truth_files:
+            return None, None
+        tf = self.truth_files[pid]
+        raw = tf.read_bytes()
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{tf}: truth is not UTF-8 (bad byte at offset {e.start}); re-save it as UTF-8") from None
+        (self.root / "truth").mkdir(exist_ok=True)
+        rel = f"truth/{pid}{tf.suffix}"
+        (self.root / rel).write_bytes(raw)
+        return rel, sha256_bytes(raw)
+
+
+def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: dict[str, list[dict]],
+               opts: ImportOptions) -> list[str]:
+    """Warnings for truth files and checks that match no page, and pages that can only be timed."""
+    warn = []
+    ids = {r.id for r in records}
+    unmatched = sorted(k for k in truth_files if k not in ids)
+    if unmatched:
+        warn.append(f"{len(unmatched)} truth file(s) in {opts.truth_dir} match no page: " + ", ".join(unmatched[:20])
+                    + (" …" if len(unmatched) > 20 else ""))
+    orphan_checks = sorted(k for k in checks if k not in ids)
+    if orphan_checks:
+        warn.append(f"checks in {opts.checks_file} name pages that were not imported: " + ", ".join(orphan_checks))
+    neither = sum(1 for r in records if not r.truth and not r.checks)
+    if neither:
+        warn.append(f"{neither} page(s) have neither truth nor checks: they can be served and timed, not scored")
+    return warn
+
+
+def _write_set(root: Path, records: list[PageRecord], opts: ImportOptions, warn: list[str]) -> None:
+    lines = "".join(r.model_dump_json(exclude_none=False) + "\n" for r in records)
+    (root / PAGES_FILE).write_text(lines, encoding="utf-8")
+    atomic_write_json(root / MANIFEST_FILE, PageSetManifest(
+        created_by="quantgate pages import", seed=opts.seed, calibration_fraction=opts.calibration_fraction,
+        n_pages=len(records), pages_sha256=sha256_file(root / PAGES_FILE), notes=warn,
+    ).model_dump())
+
+
+def _replace(tmp: Path, out: Path, overwrite: bool) -> None:
+    if out.exists():
+        if not overwrite and any(out.iterdir()):
+            raise InputError(f"{out}: appeared while importing; not replacing it")
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    tmp.rename(out)

@@ -16,8 +16,8 @@ from pathlib import Path
 from quantgate.errors import InputError
 from quantgate.io import fonts
 from quantgate.io.fileio import atomic_write_json, sha256_bytes, sha256_file
-from quantgate.pages.pageset import MANIFEST_FILE, PAGES_FILE, split_of
-from quantgate.schema.run import PageRecord, PageSetManifest, PageSource, SynthSpec
+from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource, SynthSpec
 
 # DejaVu from installed packages (Debian's first: the demo's pages and the reader were made with it)
 FONT_DIRS = fonts.dejavu_dirs()

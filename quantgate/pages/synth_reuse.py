@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.pages.pageset import PAGES_FILE, load_pageset
+from quantgate.io.pageset import PAGES_FILE, load_pageset
 from quantgate.pages.synth import synth_pages
-from quantgate.schema.run import SynthSpec
+from quantgate.schema.pages import SynthSpec
 
 _SYNTH_PREFIX = "quantgate pages synth"
 

@@ -5,7 +5,6 @@ and renamed into place only after it verified, so a crash or a failed check leav
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import resource
@@ -14,20 +13,26 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.io.fileio import atomic_write_json, recorded_path, sha256_file
 from quantgate.io.provenance import package_versions
+from quantgate.quantize.plan import Plan
 from quantgate.quantize.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
-from quantgate.schema.variant import VariantManifest
+from quantgate.quantize.verify import verify_checkpoint
+from quantgate.schema.base import read_record_file
+from quantgate.schema.run import DEFAULT_PROMPT
+from quantgate.schema.variant import FileInfo, QuantizeResult, VariantInputs, VariantManifest, Verification
 
 MANIFEST = "quantgate.json"
 _PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
 
 
-def file_hashes(folder: Path) -> dict[str, dict]:
-    return {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+def file_hashes(folder: Path) -> dict[str, FileInfo]:
+    return {f.name: FileInfo(sha256=sha256_file(f), bytes=f.stat().st_size)
             for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
 
 
@@ -40,7 +45,7 @@ _FINGERPRINT_PKGS = ["llmcompressor", "compressed-tensors"]
 
 
 def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path | None, *, samples: int,
-                      max_seq_len: int, prompt: str, pipeline: str, text_only: bool) -> dict:
+                      max_seq_len: int, prompt: str, pipeline: str, text_only: bool) -> VariantInputs:
     """What decides a variant's weights: reused when this matches, refused (without --overwrite) when not.
 
     In it: the source weights and every other source file transformers reads (by sha256), the recipe
@@ -63,29 +68,25 @@ def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path |
         cal, used = calibration_pages_sha256(Path(calibration), samples)
         fp.update(calibration_pages_sha256=cal, samples=used, max_seq_len=max_seq_len, prompt=prompt,
                   pipeline=pipeline, text_only=bool(text_only))
-    return fp
+    return VariantInputs.model_validate(fp)
 
 
-def changed_inputs(old: dict | None, new: dict) -> list[str]:
-    """The fingerprint keys whose values differ, for the log and the refusal."""
-    old = old or {}
-    return [k for k in new if old.get(k) != new[k]]
+def changed_inputs(old: VariantInputs, new: VariantInputs) -> list[str]:
+    """The fingerprint fields whose values differ, for the log and the refusal."""
+    a, b = old.model_dump(), new.model_dump()
+    return [k for k in b if a.get(k) != b[k]]
 
 
-def _files_intact(variant: Path, manifest: dict) -> bool:
+def _files_intact(variant: Path, manifest: VariantManifest) -> bool:
     """Every file the manifest lists is there with its recorded sha256 (else the variant is rebuilt)."""
-    files = manifest.get("files") or {}
-    return bool(files) and all((variant / n).is_file() and sha256_file(variant / n) == f["sha256"] for n, f in files.items())
+    return bool(manifest.files) and all((variant / n).is_file() and sha256_file(variant / n) == f.sha256
+                                        for n, f in manifest.files.items())
 
 
-def read_manifest(variant: Path) -> dict | None:
+def read_manifest(variant: Path) -> VariantManifest | None:
+    """The variant's ``quantgate.json``, or None when the folder has none."""
     f = Path(variant) / MANIFEST
-    if not f.is_file():
-        return None
-    try:
-        return json.loads(f.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{f}: not valid JSON ({e})") from None
+    return read_record_file(VariantManifest, f) if f.is_file() else None
 
 
 def check_output(out: Path) -> None:
@@ -153,62 +154,57 @@ def _terminate_cleanly():
             signal.signal(s, h)
 
 
+@dataclass(frozen=True)
+class Build:
+    """One variant to build, everything settled before any work: the recipe's calibration defaults filled
+    in, the plan made, the fingerprint taken (what :func:`quantize` hands its steps, instead of each option)."""
+
+    model_dir: Path
+    recipe: LoadedRecipe
+    out: Path
+    plan: Plan
+    inputs: VariantInputs
+    calibration: Path | None  # None: the recipe needs no data (or none was given for a raw recipe)
+    samples: int
+    max_seq_len: int
+    prompt: str
+    pipeline: str
+    text_only: bool
+    trust_remote_code: bool
+    device: str
+    record_root: Path | None
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        return {m.name: m.kind for m in self.plan.modules}
+
+
 def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None = None,
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
-             record_root: Path | None = None, log=print) -> dict:
-    """``record_root``: quantgate.json records the source and calibration paths relative to it when
-    they lie inside it (a study passes its folder; see ``fileio.recorded_path``)."""
-    # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
-    os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
-    from quantgate.io.modeldir import check_chat_template
-    from quantgate.quantize.calibrate import DEFAULT_PROMPT
-    from quantgate.quantize.plan import make_plan
-
-    model_dir, out = Path(model_dir), Path(out)
-    check_output(out)
-    recipe = load_recipe(recipe_spec)
-    cal_cfg = recipe.recipe.calibration if recipe.recipe else None
-    samples = samples or (cal_cfg.samples if cal_cfg else 32)
-    max_seq_len = max_seq_len or (cal_cfg.max_seq_len if cal_cfg else 4096)
-    pipeline = pipeline or (cal_cfg.pipeline if cal_cfg else "basic")
-    text_only = text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)
-    prompt = prompt or DEFAULT_PROMPT
-    plan = make_plan(model_dir, recipe, trust_remote_code, allow_pickle_files=allow_pickle_files)  # before any work
-    for w in plan.warnings + check_chat_template(model_dir):  # a template that hangs is refused here
-        log(f"warning: {w}")
-    needs_data = recipe.recipe is None or any(f in NEEDS_CALIBRATION for f in plan.formats.values())
-    if needs_data and calibration is None and recipe.recipe is not None:
-        raise InputError(f"recipe {recipe.name} uses {', '.join(sorted({f for f in plan.formats.values() if f in NEEDS_CALIBRATION}))}, "
-                         "which needs calibration data: pass --calibration PAGESET")
-    fp = input_fingerprint(model_dir, recipe, calibration if needs_data else None, samples=samples,
-                           max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only)
-    existing = read_manifest(out) if out.exists() else None
-    if out.exists() and any(out.iterdir()):
-        if existing and existing.get("inputs") == fp and _files_intact(out, existing):
-            log(f"{out}: already built from the same inputs; reusing it")
-            return existing
-        what = "other files"
-        if existing:
-            diff = changed_inputs(existing.get("inputs"), fp)
-            what = f"a variant built from other inputs ({', '.join(diff)})" if diff else "a variant whose files changed"
-        if not overwrite:
-            raise InputError(f"{out}: already holds {what}; choose another -o or pass --overwrite")
-        log(f"{out}: holds {what}; rebuilding it")
-
+             record_root: Path | None = None, log: Callable[[str], None] = print,
+             note: Callable[[str], None] | None = None) -> QuantizeResult:
+    """Build (or reuse) the variant ``out``. ``record_root``: quantgate.json records the source and calibration
+    paths relative to it when they lie inside it (a study passes its folder; see ``fileio.recorded_path``).
+    ``note``: one short phrase per step worth showing beside a progress line (``calibrating on 8 page(s)``)."""
+    job = _settle(Path(model_dir), recipe_spec, Path(out), calibration=calibration, samples=samples,
+                  max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
+                  trust_remote_code=trust_remote_code, allow_pickle_files=allow_pickle_files, device=device,
+                  record_root=record_root, log=log)
+    existing = _reusable(job, overwrite, log)
+    if existing is not None:
+        return QuantizeResult(manifest=existing, reused=True)
     t0 = time.time()
-    kinds = {m.name: m.kind for m in plan.modules}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_builds(out, log)
+    job.out.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_builds(job.out, log)
     with _terminate_cleanly():
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building.", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{job.out.name}.building.", dir=job.out.parent))
         lock = _hold(tmp)
         try:
-            return _build(model_dir, recipe, out, tmp, plan, kinds, fp, t0, calibration=calibration, samples=samples,
-                          max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
-                          needs_data=needs_data, trust_remote_code=trust_remote_code, device=device,
-                          record_root=record_root, log=log)
+            manifest = _build(job, tmp, t0, log, note or (lambda _: None))
+            _install(tmp, job.out)
+            return QuantizeResult(manifest=manifest, reused=False)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
@@ -218,89 +214,165 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             os.close(lock)
 
 
-def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, kinds: dict, fp: dict, t0: float, *,
-           calibration, samples, max_seq_len, prompt, pipeline, text_only, needs_data, trust_remote_code, device,
-           record_root=None, log) -> dict:
+def _settle(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None, samples: int | None,
+            max_seq_len: int | None, prompt: str | None, pipeline: str | None, text_only: bool | None,
+            trust_remote_code: bool, allow_pickle_files: bool, device: str, record_root: Path | None,
+            log: Callable[[str], None]) -> Build:
+    """Every check and default before any work: the output folder, the recipe, the plan, the chat template,
+    the calibration data the recipe needs."""
+    from quantgate.io.modeldir import check_chat_template
+    from quantgate.quantize.plan import make_plan
+
+    check_output(out)
+    recipe = load_recipe(recipe_spec)
+    cal_cfg = recipe.recipe.calibration if recipe.recipe else None
+    plan = make_plan(model_dir, recipe, trust_remote_code, allow_pickle_files=allow_pickle_files)  # before any work
+    for w in plan.warnings + check_chat_template(model_dir):  # a template that hangs is refused here
+        log(f"warning: {w}")
+    needs_data = recipe.recipe is None or any(f in NEEDS_CALIBRATION for f in plan.formats.values())
+    if needs_data and calibration is None and recipe.recipe is not None:
+        raise InputError(f"recipe {recipe.name} uses {', '.join(sorted({f for f in plan.formats.values() if f in NEEDS_CALIBRATION}))}, "
+                         "which needs calibration data: pass --calibration PAGESET")
+    cal = Path(calibration) if needs_data and calibration is not None else None
+    settled = {"samples": samples or (cal_cfg.samples if cal_cfg else 32),
+               "max_seq_len": max_seq_len or (cal_cfg.max_seq_len if cal_cfg else 4096),
+               "prompt": prompt or DEFAULT_PROMPT, "pipeline": pipeline or (cal_cfg.pipeline if cal_cfg else "basic"),
+               "text_only": text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)}
+    inputs = input_fingerprint(model_dir, recipe, cal, **settled)
+    return Build(model_dir=model_dir, recipe=recipe, out=out, plan=plan, inputs=inputs, calibration=cal, **settled,
+                 trust_remote_code=trust_remote_code, device=device, record_root=record_root)
+
+
+def _reusable(job: Build, overwrite: bool, log: Callable[[str], None]) -> VariantManifest | None:
+    """The variant already in ``out`` when it was built from the same inputs and every file is intact; else
+    None (the folder is rebuilt with ``overwrite``, refused without it)."""
+    out = job.out
+    if not (out.exists() and any(out.iterdir())):
+        return None
+    try:
+        existing = read_manifest(out)
+    except InputError as e:
+        existing, what = None, f"a variant whose {MANIFEST} does not read ({e})"
+    else:
+        what = "other files"
+    if existing is not None:
+        if existing.inputs == job.inputs and _files_intact(out, existing):
+            log(f"{out}: already built from the same inputs; reusing it")
+            return existing
+        diff = changed_inputs(existing.inputs, job.inputs)
+        what = f"a variant built from other inputs ({', '.join(diff)})" if diff else "a variant whose files changed"
+    if not overwrite:
+        raise InputError(f"{out}: already holds {what}; choose another -o or pass --overwrite")
+    log(f"{out}: holds {what}; rebuilding it")
+    return None
+
+
+def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: Callable[[str], None]) -> VariantManifest:
+    """Load the source, quantize it into ``tmp`` (llmcompressor), verify what was written against the plan and
+    write its manifest there."""
+    import torch
+
+    model, processor = _load(job)
+    lc_recipe, cal_ids = _compress(job, model, processor, tmp, log, note)
+    processor.save_pretrained(tmp)
+    for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
+        if (job.model_dir / extra).is_file() and not (tmp / extra).exists():
+            shutil.copy(job.model_dir / extra, tmp / extra)
+    verification = verify_checkpoint(tmp, job.plan.formats, job.kinds) if job.recipe.recipe is not None \
+        else _verify_raw(tmp, job.kinds)
+    rows = _planned_rows(job, tmp)
+    files = file_hashes(tmp)
+    # sizes only: the source weights were already hashed once, for the fingerprint
+    bf16_bytes = sum(f.stat().st_size for f in job.model_dir.glob("*.safetensors"))
+    weight_bytes = sum(v.bytes for k, v in files.items() if k.endswith(".safetensors"))
+    root, recipe = job.record_root, job.recipe
+    manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
+        "name": job.out.name, "source_model": recorded_path(job.model_dir, root),
+        "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
+                   "resolved": recipe.recipe.model_dump() if recipe.recipe else None, "llmcompressor": lc_recipe},
+        "plan": {"modules": rows, "totals": job.plan.totals(), "warnings": job.plan.warnings},
+        "verification": verification,
+        "calibration": {"pageset": recorded_path(job.calibration, root) if cal_ids and job.calibration else None,
+                        "page_ids": cal_ids, "samples": len(cal_ids), "max_seq_len": job.max_seq_len,
+                        "pipeline": job.pipeline if cal_ids else None, "text_only": job.text_only if cal_ids else None,
+                        "prompt": job.prompt if cal_ids else None},
+        "inputs": job.inputs, "packages": package_versions(_PKGS), "files": files,
+        "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
+                 "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
+        "wall_s": round(time.time() - t0, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+    })
+    atomic_write_json(tmp / MANIFEST, manifest.model_dump())
+    return manifest
+
+
+def _load(job: Build):
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from quantgate.quantize.calibrate import calibration_samples, sample_loader
-    from quantgate.quantize.verify import verify_checkpoint
-
+    device = job.device
     if device == "auto":
         # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
         # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
-        device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
+        device = "cuda" if torch.cuda.is_available() and job.pipeline != "sequential" else "cpu"
     try:
         # use_safetensors: never fall back to a pickle file, even one --allow-pickle-files let through
-        model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.bfloat16, device_map=device,
+        model = AutoModelForImageTextToText.from_pretrained(job.model_dir, dtype=torch.bfloat16, device_map=device,
                                                             use_safetensors=True,
-                                                            trust_remote_code=trust_remote_code)
+                                                            trust_remote_code=job.trust_remote_code)
     except OSError as e:
-        raise InputError(f"{model_dir}: transformers cannot load its safetensors weights ({e})") from None
-    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
-    cal_ids: list[str] = []
-    if recipe.recipe is not None and not any(f != "bf16" for f in plan.formats.values()):
-        lc_recipe = None
-    else:
-        lc_recipe = to_llmcompressor(plan.formats, kinds) if recipe.recipe else recipe.raw
-    if lc_recipe is not None:
-        from llmcompressor import oneshot
+        raise InputError(f"{job.model_dir}: transformers cannot load its safetensors weights ({e})") from None
+    return model, AutoProcessor.from_pretrained(job.model_dir, trust_remote_code=job.trust_remote_code)
 
-        kw = {}
-        if needs_data and calibration is not None:
-            data, cal_ids = calibration_samples(processor, calibration, prompt, samples, max_seq_len, text_only)
-            kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": pipeline}
-            log(f"calibrating on {len(data)} page(s) from {calibration} ({'text only' if text_only else 'page images'})")
-        recipe_obj = _recipe_objects(lc_recipe)
-        oneshot(model=model, recipe=recipe_obj, **kw)
-        model.save_pretrained(tmp, save_compressed=True)
-    else:
+
+def _compress(job: Build, model, processor, tmp: Path, log: Callable[[str], None], note: Callable[[str], None]
+              ) -> tuple[dict | None, list[str]]:
+    """llmcompressor's oneshot over the calibration pages (when the recipe needs them), the model saved into
+    ``tmp`` compressed; a recipe that quantizes nothing saves the model as it is. (the recipe handed to
+    llmcompressor, the calibration page ids)"""
+    from quantgate.quantize.calibrate import calibration_samples, sample_loader
+
+    if job.recipe.recipe is not None and not any(f != "bf16" for f in job.plan.formats.values()):
         model.save_pretrained(tmp, safe_serialization=True)
-    processor.save_pretrained(tmp)
-    for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
-        if (model_dir / extra).is_file() and not (tmp / extra).exists():
-            shutil.copy(model_dir / extra, tmp / extra)
-    if recipe.recipe is not None:
-        verification = verify_checkpoint(tmp, plan.formats, kinds)
-    else:
-        verification = _verify_raw(tmp, kinds)
-    rows = plan.rows()
-    if recipe.recipe is None:
+        return None, []
+    lc_recipe = to_llmcompressor(job.plan.formats, job.kinds) if job.recipe.recipe else job.recipe.raw
+    from llmcompressor import oneshot
+
+    kw: dict = {}
+    cal_ids: list[str] = []
+    if job.calibration is not None:
+        data, cal_ids = calibration_samples(processor, job.calibration, job.prompt, job.samples, job.max_seq_len,
+                                            job.text_only)
+        kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": job.pipeline}
+        note(f"calibrating on {len(data)} page(s)")
+        log(f"calibrating on {len(data)} page(s) from {job.calibration} "
+            f"({'text only' if job.text_only else 'page images'})")
+    oneshot(model=model, recipe=_recipe_objects(lc_recipe), **kw)
+    model.save_pretrained(tmp, save_compressed=True)
+    return lc_recipe, cal_ids
+
+
+def _planned_rows(job: Build, tmp: Path) -> list[dict]:
+    """The plan's rows for the manifest; a raw llmcompressor recipe's formats read back from what it wrote."""
+    rows = job.plan.rows()
+    if job.recipe.recipe is None:
         from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
 
         t = checkpoint_tensors(tmp)
         mp = map_to_checkpoint([r["module"] for r in rows], {k.rsplit(".", 1)[0] for k in t})
         for r in rows:
             r["format"] = format_of(t, mp.get(r["module"], "")) or "bf16"
-        plan.formats = {r["module"]: r["format"] for r in rows}
-    files = file_hashes(tmp)
-    # sizes only: the source weights were already hashed once, for the fingerprint
-    bf16_bytes = sum(f.stat().st_size for f in model_dir.glob("*.safetensors"))
-    weight_bytes = sum(v["bytes"] for k, v in files.items() if k.endswith(".safetensors"))
-    manifest = VariantManifest.model_validate({  # typed: a field this code forgets or misspells fails here
-        "schema_version": 1, "kind": "quantgate.variant", "name": out.name,
-        "source_model": recorded_path(model_dir, record_root), "recipe": {"name": recipe.name, "source": recipe.source, "text": recipe.text,
-                                                  "resolved": recipe.recipe.model_dump() if recipe.recipe else None,
-                                                  "llmcompressor": lc_recipe},
-        "plan": {"modules": rows, "totals": plan.totals(), "warnings": plan.warnings},
-        "verification": verification,
-        "calibration": {"pageset": recorded_path(calibration, record_root) if cal_ids else None, "page_ids": cal_ids,
-                        "samples": len(cal_ids), "max_seq_len": max_seq_len, "pipeline": pipeline if cal_ids else None,
-                        "text_only": text_only if cal_ids else None, "prompt": prompt if cal_ids else None},
-        "inputs": fp, "packages": package_versions(_PKGS), "files": files,
-        "size": {"weights_bytes": weight_bytes, "source_weights_bytes": bf16_bytes,
-                 "compression": round(bf16_bytes / weight_bytes, 3) if weight_bytes else None},
-        "wall_s": round(time.time() - t0, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
-    }).model_dump()
-    atomic_write_json(tmp / MANIFEST, manifest)
+        job.plan.formats = {r["module"]: r["format"] for r in rows}
+    return rows
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """The verified build renamed into place (the folder it replaces removed first)."""
     check_output(out)  # again: a link may have been planted while building
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
-    return manifest
 
 
 def _recipe_objects(lc_recipe: dict):
@@ -315,7 +387,7 @@ def _recipe_objects(lc_recipe: dict):
     return yaml.safe_dump(lc_recipe)
 
 
-def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
+def _verify_raw(folder: Path, kinds: dict[str, str]) -> Verification:
     from quantgate.quantize.verify import checkpoint_tensors, format_of, map_to_checkpoint
 
     t = checkpoint_tensors(folder)
@@ -324,4 +396,4 @@ def _verify_raw(folder: Path, kinds: dict[str, str]) -> dict:
     if touched:
         raise VerificationError(f"{folder}: the raw llmcompressor recipe quantized {len(touched)} vision/projector "
                                 f"module(s), e.g. {touched[0]}; add them to its ignore list")
-    return {"modules_checked": len(kinds), "vision_bf16": True}
+    return Verification(modules_checked=len(kinds), vision_bf16=True)

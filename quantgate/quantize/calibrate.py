@@ -14,7 +14,7 @@ from quantgate.schema.run import DEFAULT_PROMPT  # noqa: E402,F401  (re-exported
 
 def calibration_pages(pageset_dir: Path, n: int):
     """The page set and the pages calibration uses: the first ``n`` of its calibration split."""
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pageset_dir)
     pages = ps.split("calibration")

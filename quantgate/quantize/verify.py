@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 from quantgate.errors import InputError, VerificationError
+from quantgate.schema.variant import Verification
 
 
 def read_safetensors_header(path: Path) -> dict[str, dict]:
@@ -96,7 +97,7 @@ def map_to_checkpoint(module_names: list[str], prefixes: set[str]) -> dict[str, 
     return out
 
 
-def verify_checkpoint(model_dir: Path, plan: dict[str, str], kinds: dict[str, str]) -> dict:
+def verify_checkpoint(model_dir: Path, plan: dict[str, str], kinds: dict[str, str]) -> Verification:
     """Raise VerificationError listing every module whose saved format differs from the plan."""
     model_dir = Path(model_dir)
     cfg = json.loads((model_dir / "config.json").read_text("utf-8"))
@@ -125,5 +126,5 @@ def verify_checkpoint(model_dir: Path, plan: dict[str, str], kinds: dict[str, st
     counts: dict[str, int] = {}
     for f in seen.values():
         counts[str(f)] = counts.get(str(f), 0) + 1
-    return {"modules_checked": len(plan), "formats": counts,
-            "vision_bf16": all(seen[n] == "bf16" for n, k in kinds.items() if k in ("vision", "projector") and n in seen)}
+    return Verification(modules_checked=len(plan), formats=counts, vision_bf16=all(
+        seen[n] == "bf16" for n, k in kinds.items() if k in ("vision", "projector") and n in seen))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from quantgate.judge.sequential import stop_line
 from quantgate.schema.summary import Summary
 
 PART = {"pages": "pages (synthesize)", "quantize": "quantize", "server_start": "server start", "accuracy": "accuracy pass",
@@ -11,7 +10,7 @@ PART = {"pages": "pages (synthesize)", "quantize": "quantize", "server_start": "
 SPENDING = {"obrien_fleming": "O'Brien–Fleming", "pocock": "Pocock"}
 
 
-def sequential_rows(r: Summary) -> list[dict]:
+def sequential_rows(r: Summary) -> list[dict[str, str]]:
     """Per sequential candidate: where its pass stopped, and each metric's verdict with the look it was decided at."""
     out = []
     for v in r.variants:
@@ -20,14 +19,14 @@ def sequential_rows(r: Summary) -> list[dict]:
             continue
         metrics = [f"{m}: {s.verdict}" + (f" at look {s.decided_at_look} ({d.looks[s.decided_at_look - 1]} pages)"
                                           if s.decided_at_look else " (undecided)") for m, s in d.metrics.items()]
-        out.append({"variant": v.name, "stop": stop_line(d), "metrics": "; ".join(metrics),
+        out.append({"variant": v.name, "stop": d.stop_line(), "metrics": "; ".join(metrics),
                     "plan": f"{SPENDING[d.spending]} spending, looks at "
                             f"{', '.join(map(str, d.looks))} pages, nominal α "
                             + ", ".join(f"{b.nominal_alpha:.2g}" for b in d.plan)})
     return out
 
 
-def budget_rows(r: Summary) -> tuple[list[dict], str]:
+def budget_rows(r: Summary) -> tuple[list[dict[str, str]], str]:
     """(one row per part and variant: seconds, share of the wall time, generation inside it; the summary
     sentence with the overhead share)."""
     b = r.time_budget

@@ -1,5 +1,5 @@
 """Building the report: everything a verdict rests on, gathered once into ``summary.json`` (typed
-by ``reports.schema.Summary``); every renderer (markdown, HTML, JUnit) reads only that model."""
+by ``schema.summary.Summary``); every renderer (markdown, HTML, JUnit) reads only that model."""
 
 from __future__ import annotations
 
@@ -7,25 +7,41 @@ import time
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.io.fileio import atomic_write_json, atomic_write_text
 from quantgate.io.provenance import git_commit, package_versions
-from quantgate.schema.run import RunManifest, parse_record
-from quantgate.schema.summary import SUMMARY, Summary, as_summary, load_summary
-from quantgate.schema.variant import VariantManifest, read_record_file
+from quantgate.report.sections import html as section_html
+from quantgate.report.sections import markdown as section_markdown
+from quantgate.schema.base import parse_record, read_record_file
+from quantgate.schema.run import RunManifest
+from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.study import Study
+from quantgate.schema.summary import (
+    SUMMARY,
+    LmEvalSection,
+    Summary,
+    VariantVerdict,
+    VerdictInputs,
+    WorstPage,
+    load_summary,
+)
+from quantgate.schema.timings import TimeBudget
+from quantgate.schema.variant import VariantManifest
+from quantgate.schema.verdict import Verdict
 
-SCHEMA_VERSION = Summary.model_fields["schema_version"].default
-__all__ = ["build_report", "build_summary", "load_summary", "statistics_text", "write_reports"]
+__all__ = ["build_summary", "load_summary", "statistics_text", "write_reports"]
 _PKGS = ["quantgate", "torch", "transformers", "llmcompressor", "compressed-tensors", "rapidfuzz", "numpy"]
 
 
-def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
-                  compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                  lm_eval: dict | None = None, *, inputs: dict, sequential: dict | None = None,
-                  time_budget=None) -> Summary:
+def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict[str, Path],
+                  verdicts: list[VariantVerdict], worst: dict[str, list[WorstPage]], *,
+                  lm_eval: LmEvalSection | None = None, inputs: VerdictInputs,
+                  sequential: dict[str, SequentialDecision] | None = None,
+                  time_budget: TimeBudget | None = None) -> Summary:
     """The report of a finished study: each variant's quantgate.json and run.json are read through
     their models, so a malformed or foreign manifest stops here with the file and field named.
     Variant paths are recorded relative to the study folder ``out`` (and must lie inside it), so a
     moved or copied study stays valid; ``inputs`` is what the gate needs to make the verdicts again.
-    ``sequential``: variant -> ``SequentialDecision`` (a sequential study); ``time_budget``: a ``TimeBudget``."""
+    ``sequential``: variant -> its decision (a sequential study)."""
     variants = []
     runs: dict[str, RunManifest] = {}
     for name, vdir in variant_dirs.items():
@@ -44,43 +60,44 @@ def build_summary(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[
             "calibration_pages": len(man.calibration.page_ids),
             "sequential": (sequential or {}).get(name),
         })
-    base = study["baseline"]
+    base = study.baseline
     base_levels = {lv.concurrency: lv for lv in runs[base].levels}
     for v in variants:
         v["speedup"] = {str(lv.concurrency): (lv.pages_per_s / base_levels[lv.concurrency].pages_per_s)
                         if lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
                         for lv in v["levels"]}
-    expected = (len(study["variants"]) - 1) * len(study["metrics"])
+    expected = (len(study.variants) - 1) * len(study.metrics)
+    lm_verdicts = list(lm_eval.verdicts) if lm_eval else []
     return parse_record(Summary, {
-        "schema_version": SCHEMA_VERSION, "kind": "quantgate.report", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "study": study, "baseline": base, "compare_level": compare_level, "noise_level": noise_level,
-        "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "study": study.model_dump(), "baseline": base, "compare_level": study.compare_level,
+        "noise_level": study.noise_level,
+        "complete": len(verdicts) == expected and (not study.lm_eval or bool(lm_verdicts)),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
-                       "statistics": statistics_text(study, verdicts + list((lm_eval or {}).get("verdicts") or []))},
+                       "statistics": statistics_text(study, [*verdicts, *lm_verdicts])},
         "inputs": inputs, "time_budget": time_budget,
     }, where=f"{out}: the report being built")
 
 
-def statistics_text(study: dict, verdicts: list[dict]) -> str:
+def statistics_text(study: Study, verdicts: list[Verdict]) -> str:
     """One paragraph: which test, at which level, on which interval, and how the family is read."""
-    v = verdicts[0] if verdicts else {}
-    alpha, conf = v.get("alpha", 0.05), v.get("confidence", 0.90)
-    seq = study.get("sequential")
+    alpha, conf = (verdicts[0].alpha, verdicts[0].confidence) if verdicts else (0.05, 0.90)
+    seq = study.sequential
     if seq:  # a look's interval is at its own nominal level; the overall level is alpha per side
-        spend = "O'Brien–Fleming" if seq.get("spending") == "obrien_fleming" else "Pocock"
+        spend = "O'Brien–Fleming" if seq.spending == "obrien_fleming" else "Pocock"
         bounds = (f"group-sequential: pages in a seeded random order, a candidate stopped once every verdict was "
                   f"decisive, {spend} alpha spending, overall one-sided {1 - alpha:.0%} per side, each verdict's "
                   "bounds at the nominal level of the look it was decided at, p_regression the repeated p-value "
-                  f"({study['resamples']} bootstrap resamples, seed {study['seed']})")
+                  f"({study.resamples} bootstrap resamples, seed {study.seed})")
     else:
         bounds = (f"one-sided {1 - alpha:.0%} bounds (the ends of the {conf:.0%} interval; intervals used: "
-                  f"{', '.join(sorted({x['interval'] for x in verdicts}) or ['studentized_hall'])}; "
-                  f"{study['resamples']} bootstrap resamples, seed {study['seed']})")
+                  f"{', '.join(sorted({x.interval for x in verdicts}) or ['studentized_hall'])}; "
+                  f"{study.resamples} bootstrap resamples, seed {study.seed})")
     test = {"non_inferiority": "non-inferiority", "equivalence": "equivalence (two one-sided tests)",
-            "exact": "exact (identical outputs)"}[study.get("test", "non_inferiority")]
+            "exact": "exact (identical outputs)"}[study.test]
     return (f"paired by page; {test} against each metric's declared margin, {bounds}; the noise floor (the baseline re-run) is shown beside each verdict, never added "
-            f"to the margin, and above it makes the verdict inconclusive; fewer than {study['min_pages']} pages: "
+            f"to the margin, and above it makes the verdict inconclusive; fewer than {study.min_pages} pages: "
             f"inconclusive; regression calls Holm-adjusted over the study's {len(verdicts)} verdicts "
             "(p_regression_holm); the gate passes only when every verdict it checks is within_noise")
 
@@ -92,31 +109,20 @@ def _inside(path: Path, out: Path) -> str:
         raise InputError(f"{path} lies outside the study folder {out}; a study keeps its variants inside it") from None
 
 
-def build_report(study: dict, out: Path, pages_sha256: str, variant_dirs: dict[str, Path], verdicts: list[dict],
-                 compare_level: int, noise_level: int | None, worst: dict[str, list[dict]],
-                 lm_eval: dict | None = None, *, inputs: dict, sequential: dict | None = None,
-                 time_budget=None) -> dict:
-    """:func:`build_summary` as the plain dict written to summary.json (what the study returns)."""
-    return build_summary(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst,
-                         lm_eval=lm_eval, inputs=inputs, sequential=sequential, time_budget=time_budget).model_dump()
-
-
 def _sha(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_reports(report: Summary | dict, out: Path) -> None:
-    from quantgate.io.fileio import atomic_write_json, atomic_write_text
+def write_reports(report: Summary, out: Path) -> None:
+    """summary.json and its renderings; sections registered by other packages (``report.sections``: a tune's
+    trials) join report.md and report.html."""
     from quantgate.report.html import render_html
     from quantgate.report.junit import render_junit
     from quantgate.report.markdown import render_markdown
-    from quantgate.tune.report import html_sections, markdown_lines
 
-    rep = as_summary(report)
-    atomic_write_json(out / SUMMARY, rep.model_dump())
-    # a study folder that `quantgate tune` ran in: its trials (and the sensitivity heat map) join the report
-    atomic_write_text(out / "report.md", render_markdown(rep, markdown_lines(out)))
-    atomic_write_text(out / "report.html", render_html(rep, html_sections(out)))
-    atomic_write_text(out / "junit.xml", render_junit(rep))
+    atomic_write_json(out / SUMMARY, report.model_dump())
+    atomic_write_text(out / "report.md", render_markdown(report, section_markdown(out)))
+    atomic_write_text(out / "report.html", render_html(report, section_html(out)))
+    atomic_write_text(out / "junit.xml", render_junit(report))

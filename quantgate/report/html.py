@@ -8,7 +8,8 @@ import difflib
 import io
 
 from quantgate.report.engine import engine_differences, engine_table, kernels_text
-from quantgate.schema.summary import Summary, numerics_rows
+from quantgate.report.numerics import numerics_rows
+from quantgate.schema.summary import Summary
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
 WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
@@ -16,12 +17,10 @@ WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusiv
 COLOR = {"within_noise": "tab:green", "regression": "tab:red", "not_equivalent": "tab:red", "inconclusive": "tab:orange"}
 
 
-def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
-
+def figure_svg(fig) -> str:
+    """A matplotlib figure as inline SVG (no metadata)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
     s = buf.getvalue()
     s = s[s.index("<svg"):]
     a, b = s.find("<metadata>"), s.find("</metadata>")
@@ -29,16 +28,15 @@ def _svg(fig) -> str:
 
 
 def _plots(r: Summary) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
+    from matplotlib.figure import Figure
 
     out = []
     metric = r.study["metrics"][0]
     vs = [v for v in r.verdicts if v.metric == metric]
     if vs:
-        fig, ax = plt.subplots(figsize=(5.2, 0.5 + 0.45 * len(vs)))
+        fig = Figure(figsize=(5.2, 0.5 + 0.45 * len(vs)))
+        ax = fig.subplots()
         sign = 1 if vs[0].higher_is_better else -1
         # the margin on the bad side of zero (and the other side for equivalence), per row: each verdict's own
         for i, v in enumerate(vs):
@@ -58,7 +56,7 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
                 else "bounds at the nominal level of the look each was decided at")
         ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: {bars}")
         ax.legend(loc="best", fontsize=8)
-        out.append(("Verdicts", _svg(fig)))
+        out.append(("Verdicts", figure_svg(fig)))
     c0 = str(r.compare_level)
     pts = []
     base_mean = vs[0].baseline_mean if vs else None
@@ -71,7 +69,8 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
         hib = vs[0].higher_is_better if vs else True
         front = [p for p in pts if not any((q[1] >= p[1] and (q[2] >= p[2] if hib else q[2] <= p[2])) and q != p
                                           and (q[1] > p[1] or q[2] != p[2]) for q in pts)]
-        fig, ax = plt.subplots(figsize=(5.2, 3.6))
+        fig = Figure(figsize=(5.2, 3.6))
+        ax = fig.subplots()
         for name, x, y in pts:
             ax.plot([x], [y], "o", color="tab:blue" if (name, x, y) in front else "tab:gray")
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
@@ -80,8 +79,9 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
         ax.set_xlabel(f"pages/s at concurrency {c0}")
         ax.set_ylabel(f"{metric} ({'higher' if hib else 'lower'} is better)")
         ax.legend(fontsize=8)
-        out.append(("Accuracy versus speed", _svg(fig)))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+        out.append(("Accuracy versus speed", figure_svg(fig)))
+    fig = Figure(figsize=(9, 3.2))
+    a1, a2 = fig.subplots(1, 2)
     for v in r.variants:
         xs = [lv.concurrency for lv in v.levels]
         a1.plot(xs, [lv.pages_per_s for lv in v.levels], "o-", label=v.name)
@@ -89,11 +89,12 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     a1.set_xlabel("concurrency"); a1.set_ylabel("pages/s"); a2.set_xlabel("concurrency"); a2.set_ylabel("p90 latency (s)")  # noqa: E702
     a2.axhline(r.study["slo_s"], color="tab:red", lw=0.8, ls=":", label="SLO")
     a1.legend(fontsize=7); a2.legend(fontsize=7)  # noqa: E702
-    out.append(("Throughput and p90 latency against concurrency", _svg(fig)))
-    fig, ax = plt.subplots(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
+    out.append(("Throughput and p90 latency against concurrency", figure_svg(fig)))
+    fig = Figure(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
+    ax = fig.subplots()
     ax.barh([v.name for v in r.variants], [v.weights_bytes / 1e6 for v in r.variants], color="tab:purple")
     ax.set_xlabel("weights (MB)")
-    out.append(("Checkpoint sizes", _svg(fig)))
+    out.append(("Checkpoint sizes", figure_svg(fig)))
     return out
 
 
@@ -112,11 +113,16 @@ def _diff(a: str, b: str) -> list[tuple[str, str]]:
     return parts
 
 
-def _env():
+def template_env(package: str = "quantgate.report"):
+    """The Jinja2 environment of a package's ``templates/`` folder: autoescaped, strict about undefined names."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    env = Environment(loader=PackageLoader("quantgate.report", "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return Environment(loader=PackageLoader(package, "templates"), autoescape=True, undefined=StrictUndefined,
+                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _env():
+    env = template_env()
     env.filters["num"] = lambda x, spec=".4f": "–" if x is None else format(x, spec)
     env.filters["kernels"] = kernels_text
     env.globals.update(word=WORD, diff=_diff)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from quantgate.report.budget import budget_rows, sequential_rows
 from quantgate.report.engine import engine_differences, engine_table
-from quantgate.schema.summary import Summary, numerics_rows
+from quantgate.report.numerics import numerics_rows
+from quantgate.schema.summary import Summary
+from quantgate.schema.verdict import MIN_PAGES
 
 ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive",
         "not_equivalent": "❌ not equivalent"}
-# The calibrated minimum of pages (quantgate.judge.stats.MIN_PAGES; reports import no other stage,
-# a test keeps the two equal).
-CALIBRATED_MIN_PAGES = 30
 TEST = {"non_inferiority": "non-inferiority", "equivalence": "equivalence (two one-sided tests)",
         "exact": "exact: identical outputs"}
 
@@ -37,10 +36,10 @@ def test_line(r: Summary) -> str:
 
 def below_minimum(r: Summary) -> str | None:
     mp = r.study["min_pages"]
-    if mp >= CALIBRATED_MIN_PAGES:
+    if mp >= MIN_PAGES:
         return None
-    return (f"min_pages is {mp}, below the calibrated minimum of {CALIBRATED_MIN_PAGES}: verdicts on fewer than "
-            f"{CALIBRATED_MIN_PAGES} pages are a smoke test, not calibrated (docs/statistics.md)")
+    return (f"min_pages is {mp}, below the calibrated minimum of {MIN_PAGES}: verdicts on fewer than "
+            f"{MIN_PAGES} pages are a smoke test, not calibrated (docs/statistics.md)")
 
 
 def _bounds(v) -> str:

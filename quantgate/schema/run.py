@@ -1,89 +1,34 @@
-"""Typed records passed between stages. Every file quantgate writes carries ``schema_version``;
-unknown fields are refused (``extra="forbid"``) so a typo in a hand-edited file is caught, not
-ignored."""
+"""A run's files: ``requests.jsonl`` (one :class:`RequestRecord` per request, appended as it finishes) and
+``run.json`` (:class:`RunManifest`: what served, how, the speed per level), with what a backend reads from its
+server's log (:class:`LogFacts`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from quantgate.errors import InputError
+from quantgate.schema.base import Record
 
-SCHEMA_VERSION = 1
 DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
+DEFAULT_MAX_TOKENS = 1024
 
 
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ServeOptions(Record):
+    """How ``serve`` sends a variant its pages (checked when it runs, each value with the flag it comes from)."""
 
-
-def parse_record(cls: type[Record], obj: Any, *, where: str) -> Any:
-    """Validate ``obj`` as ``cls``; on failure raise one InputError naming ``where`` and the field."""
-    try:
-        return cls.model_validate(obj)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(record)"
-        raise InputError(f"{where}: field {field!r}: {err['msg']}") from None
-
-
-# --- page sets -------------------------------------------------------------------------------
-
-Split = Literal["calibration", "heldout"]
-
-
-class PageSource(Record):
-    file: str
-    page: int | None = None  # 1-based page number for PDFs
-
-
-class PageRecord(Record):
-    """One line of ``pages.jsonl``. Paths are relative to the page-set folder."""
-
-    schema_version: int = SCHEMA_VERSION
-    id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
-    image: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    phash: str | None = None  # perceptual hash (hex), for near-duplicate leakage checks
-    width: int = Field(gt=0)
-    height: int = Field(gt=0)
-    source: PageSource
-    truth: str | None = None
-    truth_sha256: str | None = None
-    checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
-    split: Split
-    tags: list[str] = Field(default_factory=list)
-
-
-class SynthSpec(Record):
-    """How ``pages synth`` made a page set: every argument that changes its pages. A study compares it
-    with its own ``pages.synth`` before reusing the folder."""
-
-    n: int
-    seed: int
-    calibration_fraction: float
-    profile: str
-    noise: float
-    width: int | None = None
-    page_size: list[int] | None = None  # [width, height]
-
-
-class PageSetManifest(Record):
-    """``pageset.json``: how the set was made, so a split can be reproduced and checked."""
-
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["quantgate.pageset"] = "quantgate.pageset"
-    created_by: str
-    seed: int
-    calibration_fraction: float
-    n_pages: int
-    pages_sha256: str  # sha256 of pages.jsonl
-    synth: SynthSpec | None = None  # set by `pages synth`; None for imported sets (and synth sets made before it)
-    notes: list[str] = Field(default_factory=list)
-
-
-# --- serving ---------------------------------------------------------------------------------
+    split: str = "heldout"
+    concurrency: list[int] = Field(default_factory=lambda: [1])
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    prompt: str | None = None  # None: DEFAULT_PROMPT
+    slo_s: float = 10.0
+    timeout_s: float = 600.0
+    limit: int | None = None  # the first pages of the split only
+    overwrite: bool = False  # discard another run in the folder
+    ignore_eos: bool = False  # fixed output length: speed runs on random weights
+    waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
+    record_root: Path | None = None  # run.json's paths relative to this folder when they lie inside it
 
 
 ErrorKind = Literal["infrastructure", "page"]
@@ -197,7 +142,7 @@ class ServerLayout(Record):
     ``all_at_once`` starts every server of the study together so their starts (compiles) overlap, then
     serves the variants' pages one after another, each with the others idle."""
 
-    schema_version: int = 1
+    schema_version: Literal[1] = 1
     servers: Literal["one_at_a_time", "all_at_once"]
     servers_in_study: int
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES the study gave this server; None: inherited
@@ -220,36 +165,6 @@ class SequentialStop(Record):
     decided_at_look: dict[str, int | None]
 
 
-BudgetPart = Literal["pages", "quantize", "server_start", "accuracy", "speed", "lmeval", "score", "report", "other"]
-
-
-class BudgetRow(Record):
-    part: BudgetPart
-    variant: str | None = None
-    wall_s: float
-    generation_s: float | None = None  # accuracy/speed: time with at least one recorded page request in flight
-    requests: int | None = None  # accuracy/speed: page requests recorded in the stage
-    reused: bool = False
-    background: bool = False  # a server start begun beside another stage: only the part that ran alone
-
-
-class TimeBudget(Record):
-    """Where a run of ``quantgate study`` spent its wall time (``quantgate.study.timings.time_budget``). The
-    foreground ``rows`` (``other``: what lies between stages) sum to ``wall_s``; server starts that ran beside
-    another stage count only for the part that ran alone; the rest is ``background_s``, outside the sum."""
-
-    schema_version: int = 1
-    session: str
-    wall_s: float  # from the start of this `quantgate study` run to when the budget was made (in the report stage)
-    rows: list[BudgetRow]
-    background_s: float
-    engine_start_s: float  # foreground server starts
-    generation_s: float  # page requests in flight (accuracy passes and speed levels)
-    lmeval_s: float  # lm-eval stages: not split (their requests are not recorded one by one)
-    overhead_s: float  # wall − engine starts − generation − lm-eval
-    overhead_share: float  # overhead_s / wall_s
-
-
 # scheme -> kernel -> vLLM log lines naming that choice (``quantgate.serve.kernels``); None: not counted (a
 # schema-1 run.json kept only the last kernel logged per scheme)
 KernelCounts = dict[str, dict[str, int | None]]
@@ -267,7 +182,7 @@ class RunManifest(Record):
     """``run.json``: what served, how, and the speed per concurrency level."""
 
     # 2: ``kernels`` counts every choice vLLM logged per scheme (1 kept the last line per scheme only)
-    schema_version: int = 2
+    schema_version: Literal[2] = 2
     READS_SCHEMA_FROM: ClassVar[int] = 1
     kind: Literal["quantgate.run"] = "quantgate.run"
     variant: str
@@ -280,8 +195,6 @@ class RunManifest(Record):
     kernels: KernelCounts = Field(default_factory=dict)
     engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
     layout: ServerLayout | None = None  # set by a study: how its servers were placed when this run's was started
-
-
     # None: the backend serves a model quantgate cannot read (an endpoint by name), or run.json predates it
     numerics: RunNumerics | None = None
     notes: list[str] = Field(default_factory=list)
@@ -314,47 +227,9 @@ def upgrade_kernels(obj: dict) -> dict:
     return obj
 
 
-# --- scoring ---------------------------------------------------------------------------------
+class LogFacts(Record):
+    """What a backend read from its server's log for ``run.json`` (``Backend.read_log``)."""
 
-VerdictName = Literal["within_noise", "regression", "inconclusive", "not_equivalent"]
-ReasonName = Literal["ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin",
-                     "too_few_pages", "identical_outputs", "outputs_differ"]
-
-
-class Verdict(Record):
-    """One paired comparison (docs/statistics.md). Interval, delta and noise are in the metric's own
-    units and direction; the tests themselves run on differences oriented so that higher is better."""
-
-    schema_version: int = 2
-    metric: str
-    higher_is_better: bool
-    verdict: VerdictName
-    reason: ReasonName
-    test: Literal["non_inferiority", "equivalence", "exact"]
-    message: str  # what the verdict means and, when it does not decide, what to do
-    n: int
-    baseline_mean: float
-    candidate_mean: float
-    delta: float  # mean(candidate - baseline), metric's own units
-    ci_low: float
-    ci_high: float
-    confidence: float  # coverage of [ci_low, ci_high]; each end is a one-sided test at level alpha
-    alpha: float
-    interval: Literal["studentized_hall", "bca", "percentile", "degenerate"]
-    margin: float  # the declared margin: never widened by data
-    requested_margin: float  # kept for schema-1 readers; equals margin
-    margin_source: Literal["registry", "given"]
-    noise_floor: float | None  # one-sided (1 - alpha) upper bound on |baseline' - baseline| mean shift
-    noise_delta: float | None = None  # mean(baseline' - baseline), metric's own units
-    seed: int
-    n_resamples: int
-    min_pages: int
-    power: float
-    pages_needed: int | None = None
-    pages_needed_method: str
-    p_regression: float  # one-sided p of H0 "shift no worse than -margin", from the same interval
-    p_noninferiority: float  # one-sided p of H0 "shift at least margin worse" (1 - p_regression)
-    p_regression_holm: float | None = None  # set by quantgate.judge.compare.adjust_family
-    pages_changed: int | None = None  # pages whose output text differs (score rows with output_sha256)
-    pages_compared: int | None = None
-    missing_pages: list[str] = Field(default_factory=list)
+    server_version: str | None = None
+    kernels: KernelCounts | None = None  # None: the log names none (the run keeps what it had)
+    notes: list[str] = Field(default_factory=list)

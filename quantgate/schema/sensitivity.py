@@ -3,14 +3,11 @@ bytes each costs. Read by ``recommend`` (and later ``tune``); refused when it na
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from quantgate.errors import InputError
-from quantgate.schema.run import Record, parse_record
+from quantgate.schema.base import Record
 
 SCHEMA_VERSION = 1
 # H200 HBM3e bandwidth from NVIDIA's spec sheet (4.8 TB/s): a stated figure, not a measurement.
@@ -42,10 +39,19 @@ class Group(Record):
     decode: bool  # weights read for every decoded token (decoder), not once per page (vision)
 
 
+class KlResult(Record):
+    """The damage of one configuration against the BF16 reference answers, over the scored tokens."""
+
+    kl_mean: float = Field(ge=0)  # mean KL(BF16 || quantized) per scored token, nats
+    kl_pages: list[float]  # mean per page, in page_ids order
+    top1_agreement: float  # share of scored tokens whose argmax is unchanged
+    tokens: int
+
+
 class Measurement(Record):
     """One group quantized alone in one format, everything else BF16."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     group: str
     format: str
     kl_mean: float = Field(ge=0)  # mean KL(BF16 || quantized) per scored token, nats
@@ -85,7 +91,7 @@ class Baseline(Record):
 
 
 class SensitivityFile(Record):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     kind: Literal["quantgate.sensitivity"] = "quantgate.sensitivity"
     model: str
     model_weights_sha256: str
@@ -116,32 +122,3 @@ class SensitivityFile(Record):
 
     def table(self) -> dict[tuple[str, str], Measurement]:
         return {(m.group, m.format): m for m in self.measurements}
-
-
-def load_sensitivity(path: str | Path) -> SensitivityFile:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such sensitivity file (make one with `quantgate sensitivity`)")
-    try:
-        obj = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(obj, dict) or obj.get("kind") != "quantgate.sensitivity":
-        raise InputError(f"{path}: not a quantgate sensitivity file (kind is not 'quantgate.sensitivity')")
-    s = parse_record(SensitivityFile, obj, where=str(path))
-    missing = [(g.name, f) for g in s.groups for f in s.formats if (g.name, f) not in s.table()]
-    if missing:
-        raise InputError(f"{path}: incomplete — no measurement for {missing[0][0]} × {missing[0][1]} "
-                         f"({len(missing)} missing); rerun `quantgate sensitivity` with the same -o to finish it")
-    return s
-
-
-def check_model(sens: SensitivityFile, model_dir: Path, where: str) -> None:
-    """Refuse a sensitivity file measured on other weights than ``model_dir``'s."""
-    from quantgate.serve.run import weights_fingerprint
-
-    got = weights_fingerprint(Path(model_dir))
-    if got != sens.model_weights_sha256:
-        raise InputError(f"{where}: measured on other weights (sha256 {sens.model_weights_sha256[:12]}…, from "
-                         f"{sens.model}) than {model_dir} (sha256 {got[:12]}…); run `quantgate sensitivity "
-                         f"{model_dir} ...` for this model")

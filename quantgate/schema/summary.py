@@ -3,7 +3,7 @@
 Versioned like guidellm's benchmark report: ``kind`` says what the file is, ``schema_version`` which
 layout; a reader refuses a newer version with a message naming the one it reads, and any unknown or
 malformed field with the file and the field (:func:`load_summary`). The verdict rows embed
-``records.Verdict`` by inheritance, so fields the statistics add to a verdict flow into the report."""
+``schema.verdict.Verdict`` by inheritance, so fields the statistics add to a verdict flow into the report."""
 
 from __future__ import annotations
 
@@ -12,24 +12,17 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
-from quantgate.judge.sequential import SequentialDecision
-from quantgate.schema.run import (
-    EngineSettings,
-    KernelCounts,
-    LevelStats,
-    Record,
-    RunNumerics,
-    TimeBudget,
-    Verdict,
-    parse_record,
-    upgrade_kernels,
-)
-from quantgate.schema.variant import LmEvalRun, read_record_file
+from quantgate.schema.base import Record, read_record_file
+from quantgate.schema.lmeval import LmEvalResult, LmEvalRun
+from quantgate.schema.run import EngineSettings, KernelCounts, LevelStats, RunNumerics, upgrade_kernels
+from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.timings import TimeBudget
+from quantgate.schema.verdict import TestName, Verdict
 
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
 # 3: each variant's ``kernels`` counts every choice vLLM logged per scheme (as run.json 2); 2 is read, upgraded
-SUMMARY_SCHEMA_VERSION = 3
+SUMMARY_SCHEMA_VERSION: Literal[3] = 3
 
 
 class StudyEcho(BaseModel):
@@ -47,7 +40,7 @@ class StudyEcho(BaseModel):
     seed: int
     resamples: int
     min_pages: int
-    test: Literal["non_inferiority", "equivalence", "exact"]
+    test: TestName
     slo_s: float
 
 
@@ -62,20 +55,13 @@ class VariantVerdict(Verdict):
         return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
 
 
-class LmEvalVerdict(Verdict):
-    """One lm-eval task × metric of a candidate: lm-eval's scores and stderr, the recovery ratio, and
-    the paired verdict over the logged samples — every ``Verdict`` field, as ``lmeval.compare`` makes it."""
+class LmEvalVerdict(LmEvalResult):
+    """An lm-eval verdict of a candidate variant: an ``LmEvalResult`` and the variant's name."""
 
     variant: str
-    task: str
-    baseline: float  # lm-eval's own score (the verdict's baseline_mean is the mean over the paired samples)
-    baseline_stderr: float | None
-    candidate: float
-    candidate_stderr: float | None
-    recovery: float | None  # oriented so 1.0 is parity
 
     @model_serializer(mode="wrap")
-    def _names_first(self, handler):
+    def _order(self, handler):
         d = handler(self)
         return {"variant": d.pop("variant"), "task": d.pop("task"), **d}
 
@@ -139,7 +125,7 @@ class Summary(Record):
     """``summary.json``: the study, every verdict with its numbers, speed per variant and level,
     sizes and weight hashes, worst pages, lm-eval results, provenance."""
 
-    schema_version: int = SUMMARY_SCHEMA_VERSION
+    schema_version: Literal[3] = SUMMARY_SCHEMA_VERSION
     READS_SCHEMA_FROM: ClassVar[int] = 2
     kind: Literal["quantgate.report"] = "quantgate.report"
     created: str  # UTC, ISO 8601
@@ -175,38 +161,7 @@ class Summary(Record):
         return obj
 
 
-def numerics_rows(r: Summary) -> list[dict[str, str]]:
-    """One row per variant and quantized format: what the backend computed (weights-only or
-    weights+activations) and on what evidence — the table report.md and report.html print."""
-    rows = []
-    for v in r.variants:
-        n = v.numerics
-        if n is None:
-            rows.append({"variant": v.name, "backend": "–", "format": "–", "computes": "not recorded",
-                         "activations": "–", "evidence": "run.json has no numerics (an endpoint's model, or an "
-                                                         "older run)"})
-            continue
-        where = f"{n.backend} ({n.device})" if n.device else n.backend
-        if not n.formats:
-            rows.append({"variant": v.name, "backend": where, "format": "none", "computes": "not quantized",
-                         "activations": "–", "evidence": "the checkpoint has no quantization_config"})
-        for f in n.formats.values():
-            if f.evidence == "measured":
-                ev = f"measured ({f.measured_by})"
-            elif f.kernel:
-                ev = f"kernel {f.kernel} named in vLLM's log" + (f"; {f.detail}" if f.detail else "")
-            else:
-                ev = f"not measured ({f.detail})" if f.detail else "not measured"
-            rows.append({"variant": v.name, "backend": where, "format": f.format,
-                         "computes": f.computes or "not measured", "activations": f.activations or "–", "evidence": ev})
-    return rows
-
-
 def load_summary(out: Path) -> Summary:
     """The report of a finished study folder, validated field by field."""
     return read_record_file(Summary, Path(out) / SUMMARY,
                             missing="the study has not finished; rerun `quantgate study`")
-
-
-def as_summary(report: Summary | dict, where: str = "report") -> Summary:
-    return report if isinstance(report, Summary) else parse_record(Summary, report, where=where)

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from quantgate.schema.run import Record, VerdictName
+from quantgate.schema.base import Record
+from quantgate.schema.verdict import VerdictName
 
 SCHEMA_VERSION = 1
 Outcome = Literal["within_noise", "regression", "inconclusive"]
@@ -52,7 +53,7 @@ class Action(Record):
 
 
 class Trial(Record):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     trial: int  # 1-based
     variant: str  # the variant's name in the study
     recipe: str  # the recipe file, relative to the study folder
@@ -91,7 +92,7 @@ class TuneInputs(Record):
 
 
 class TuneFile(Record):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     kind: Literal["quantgate.tune"] = "quantgate.tune"
     name: str
     inputs: TuneInputs
@@ -103,3 +104,11 @@ class TuneFile(Record):
     message: str = ""
     trials: list[Trial] = Field(default_factory=list)
     updated_utc: str
+
+
+class TrialStudy(Record):
+    """What a trial's study gave the tune: each variant's verdicts as the loop reads them, and each variant's
+    built weights (bytes)."""
+
+    measured: dict[str, list[Measured]]
+    weights_bytes: dict[str, int]

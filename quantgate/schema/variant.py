@@ -1,59 +1,14 @@
-"""Typed records of the files between stages that ``records.py`` does not hold: the variant manifest
-(``quantgate.json``), the lm-eval run (``lmeval.json``) and one ``scores.jsonl`` row; and the one
-way every stage and the reports read a manifest back (:func:`read_record_file`), which refuses a
-foreign file, a newer schema and any unknown or malformed field with one error naming the file and
-the field. The report itself (``summary.json``) is typed in ``quantgate.schema.summary``."""
+"""``quantgate.json``, beside a variant's weights (:class:`VariantManifest`): how it was built — the recipe as
+written, resolved and compiled, the plan, the verification, the calibration pages, the fingerprint that
+decides reuse — and the hashes the gate re-checks; and what ``quantize`` returns (:class:`QuantizeResult`)."""
 
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from quantgate.errors import InputError
-from quantgate.schema.run import SCHEMA_VERSION, Record, parse_record
-
-R = TypeVar("R", bound=Record)
-
-
-def read_record_file(cls: type[R], path: Path, *, missing: str = "") -> R:
-    """Read one JSON manifest as ``cls`` (which declares ``kind`` and ``schema_version`` defaults).
-
-    Checked in the order a user can act on: the file exists and is JSON, it is the right kind of
-    file, its schema version is one this quantgate reads, then every field (``extra="forbid"``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file" + (f"; {missing}" if missing else ""))
-    try:
-        obj = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
-    kind = cls.model_fields["kind"].default
-    if not isinstance(obj, dict) or obj.get("kind") != kind:
-        got = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
-        raise InputError(f"{path}: field 'kind' is {got!r}, not {kind!r}: this is not a {kind} file")
-    supported = cls.model_fields["schema_version"].default
-    # a model that upgrades older layouts as it validates says from which version (READS_SCHEMA_FROM)
-    check_schema_version(obj, supported, where=str(path), oldest=getattr(cls, "READS_SCHEMA_FROM", supported))
-    return parse_record(cls, obj, where=str(path))
-
-
-def check_schema_version(obj: dict, supported: int, *, where: str, oldest: int | None = None) -> None:
-    ver = obj.get("schema_version")
-    if not isinstance(ver, int) or isinstance(ver, bool):
-        raise InputError(f"{where}: field 'schema_version' is {ver!r}; expected the integer {supported}")
-    if ver > supported:
-        raise InputError(f"{where}: schema_version {ver} was written by a newer quantgate; this quantgate reads "
-                         f"schema_version {supported}: upgrade quantgate, or rerun the stage that wrote it with this one")
-    if ver < (supported if oldest is None else oldest):
-        raise InputError(f"{where}: schema_version {ver} was written by an older quantgate; this quantgate reads "
-                         f"schema_version {supported}: rerun the stage that wrote it")
-
-
-# --- quantgate.json: the variant manifest (written by quantize) ---------------------------------
+from quantgate.schema.base import Record
 
 
 class RecipeInfo(Record):
@@ -139,7 +94,7 @@ class SizeInfo(Record):
 class VariantManifest(Record):
     """``quantgate.json`` beside a variant's weights: how it was built, and the hashes the gate re-checks."""
 
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     kind: Literal["quantgate.variant"] = "quantgate.variant"
     name: str
     source_model: str
@@ -159,49 +114,10 @@ class VariantManifest(Record):
 # --- lmeval.json (written by lmeval) ---------------------------------------------------------------
 
 
-class MetricResult(Record):
-    value: float
-    stderr: float | None = None
-    higher_is_better: bool
-    n: int
 
+class QuantizeResult(Record):
+    """What ``quantize`` did: the variant's manifest, and whether the folder already held it (built from the
+    same inputs, every file intact) and was reused instead of rebuilt."""
 
-class LmEvalRun(Record):
-    """``lmeval.json``: lm-eval's scores with its stderr per task and metric, and where the samples are."""
-
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["quantgate.lmeval"] = "quantgate.lmeval"
-    variant: str
-    variant_fingerprint: str | None = None
-    backend: str
-    tasks: list[str]
-    include_path: str | None = None
-    limit: int | None = None
-    lm_eval_version: str
-    results: dict[str, dict[str, MetricResult]] = Field(default_factory=dict)  # task -> "metric,filter" -> result
-    samples: dict[str, str] = Field(default_factory=dict)  # task -> samples file name
-
-
-# --- scores.jsonl (written by score) --------------------------------------------------------------
-
-
-class ScoreRow(BaseModel):
-    """One line of ``scores.jsonl``. The metric keys are an open set (the scoring registry names
-    them), so this is the one record that allows extra keys; each must be a finite number or null
-    (the metric does not apply). ``quantgate.score.read_scores`` also checks the names against the
-    registry. Rows carry no ``schema_version``: a line is a plain table row, read by pandas too."""
-
-    model_config = ConfigDict(extra="allow")
-
-    page_id: str = Field(min_length=1)
-    empty: bool
-    error: Literal["missing", "request failed"] | None = None
-    # sha256 of the output text (None: no output), what `compare --exact` compares; absent in older files
-    output_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
-
-    @model_validator(mode="after")
-    def _metric_values(self):
-        for k, v in (self.model_extra or {}).items():
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
-                raise ValueError(f"metric {k!r} = {v!r} is not a finite number or null")
-        return self
+    manifest: VariantManifest
+    reused: bool

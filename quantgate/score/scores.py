@@ -1,20 +1,20 @@
-"""Per-page scores: computing them from predictions, and reading/writing ``scores.jsonl``."""
+"""Per-page scores: predictions (a run's records, or a folder of files) scored against a page set, one
+:class:`~quantgate.schema.scores.ScoreRow` per page (written and read by ``quantgate.io.scores``)."""
 
 from __future__ import annotations
 
 import hashlib
-import math
-import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from quantgate.errors import InputError
-from quantgate.io.fileio import atomic_write_text, read_jsonl
-from quantgate.pages.pageset import PageSet
-from quantgate.score.metrics import REGISTRY, Metric, score_one
-
-RESERVED = {"page_id", "empty", "error", "output_sha256"}  # output_sha256: absent in files from before it existed
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+from quantgate.io.fileio import read_jsonl
+from quantgate.io.pageset import PageSet
+from quantgate.schema.base import parse_record
+from quantgate.schema.run import RequestRecord
+from quantgate.schema.scores import ScoreRow
+from quantgate.score.metrics import Metric, score_one
 
 
 def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurrency: int | None = None) -> dict[str, str | None]:
@@ -24,8 +24,6 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
     path = Path(path)
     wanted = {p.id for p in ps.split(split)}
     if (path / "requests.jsonl").is_file():
-        from quantgate.schema.run import RequestRecord, parse_record
-
         by_level: dict[int, dict[str, str | None]] = {}
         for no, obj in read_jsonl(path / "requests.jsonl", repair_torn_tail=False):
             r = parse_record(RequestRecord, obj, where=f"{path / 'requests.jsonl'}:{no}")
@@ -53,7 +51,7 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
 
 
 def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric], split: str | None = None,
-                progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[dict]:
+                progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[ScoreRow]:
     """One row per page of the split (``only``: of these pages of it). A page with no prediction is
     scored as empty (worst value) and flagged ``missing``; nothing is dropped."""
     rows = []
@@ -62,72 +60,12 @@ def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric]
             continue
         pred = preds.get(p.id)
         truth = ps.truth_text(p)
-        row: dict = {"page_id": p.id, "empty": pred is None or not pred.strip(),
-                     # what compare --exact compares: the text itself, not its score
-                     "output_sha256": None if pred is None else hashlib.sha256(pred.encode("utf-8")).hexdigest()}
-        if p.id not in preds:
-            row["error"] = "missing"
-        elif pred is None:
-            row["error"] = "request failed"
-        for m in metrics:
-            row[m.name] = score_one(m, pred, truth, p.checks)
-        rows.append(row)
+        error: Literal["missing", "request failed"] | None = (
+            "missing" if p.id not in preds else "request failed" if pred is None else None)
+        rows.append(ScoreRow(page_id=p.id, empty=pred is None or not pred.strip(), error=error,
+                             # what compare --exact compares: the text itself, not its score
+                             output_sha256=None if pred is None else hashlib.sha256(pred.encode("utf-8")).hexdigest(),
+                             **{m.name: score_one(m, pred, truth, p.checks) for m in metrics}))
         if progress:
             progress(p.id)
     return rows
-
-
-def write_scores(path: Path, rows: list[dict]) -> None:
-    import json
-
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in rows))
-
-
-def read_scores(path: Path) -> dict[str, dict]:
-    """page id → row, validated: numeric (or null) metric values, no NaN, unique ids, known metrics."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such score file")
-    rows: dict[str, dict] = {}
-    for no, obj in read_jsonl(path):
-        pid = obj.get("page_id")
-        if not isinstance(pid, str) or not pid:
-            raise InputError(f"{path}:{no}: missing or non-string 'page_id'")
-        if pid in rows:
-            raise InputError(f"{path}:{no}: duplicate page_id {pid!r}")
-        h = obj.get("output_sha256")
-        if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
-            raise InputError(f"{path}:{no}: output_sha256 = {h!r} is not a sha256 hex digest")
-        for k, v in obj.items():
-            if k in RESERVED:
-                continue
-            if k not in REGISTRY:
-                raise InputError(f"{path}:{no}: unknown metric {k!r}; known: {', '.join(REGISTRY)}")
-            if v is None:
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise InputError(f"{path}:{no}: {k} = {v!r} is not a number")
-            if not math.isfinite(v):
-                raise InputError(f"{path}:{no}: {k} is {v} (not finite)")
-        rows[pid] = obj
-    if not rows:
-        raise InputError(f"{path}: no score rows")
-    return rows
-
-
-def summarize(rows: list[dict], metrics: list[Metric], seed: int = 0) -> list[dict]:
-    """Mean and 95% bootstrap interval per metric (pages where it applies)."""
-    import numpy as np
-
-    from quantgate.judge.stats import percentile_ci
-
-    out = []
-    for m in metrics:
-        vals = np.array([r[m.name] for r in rows if r.get(m.name) is not None], dtype=float)
-        if len(vals) == 0:
-            out.append({"metric": m.name, "n": 0, "mean": None, "ci95": None})
-            continue
-        ci = percentile_ci(vals, 0.95, 2000, seed) if len(vals) > 1 else (float(vals[0]), float(vals[0]))
-        out.append({"metric": m.name, "n": int(len(vals)), "mean": float(vals.mean()), "ci95": ci,
-                    "direction": "higher" if m.higher_is_better else "lower"})
-    return out

@@ -2,8 +2,9 @@
 (``analyze``), and the per-group format choice that hurts least under a size, bits or speed
 budget (``recommend``), written as an ordinary recipe. Heavy imports happen inside functions."""
 
-from quantgate.schema.sensitivity import SensitivityFile, check_model, load_sensitivity
+from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import parse_size
+from quantgate.sensitivity.load import check_model, load_sensitivity
 
 
 def analyze(*args, **kwargs):

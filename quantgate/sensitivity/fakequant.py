@@ -16,7 +16,6 @@ its round trip of offset-norm weights, a damage every variant carries whatever i
 from __future__ import annotations
 
 import math
-import os
 from contextlib import contextmanager
 
 
@@ -49,7 +48,6 @@ class FormatSession:
         self.calibration_s = 0.0
 
     def __enter__(self):
-        os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
         import time
 
         from compressed_tensors.quantization import disable_quantization

@@ -11,6 +11,8 @@ import copy
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from quantgate.schema.sensitivity import KlResult
+
 
 @dataclass
 class PagePrompt:
@@ -243,7 +245,7 @@ def reference_logprobs(model, prompts, answers, *, batch_pages: int, pad_id: int
     return ref
 
 
-def kl_against(model, prompts, answers, ref: ReferenceLogprobs, *, pad_id: int, replay: list[str] = ()) -> dict:
+def kl_against(model, prompts, answers, ref: ReferenceLogprobs, *, pad_id: int, replay: list[str] = ()) -> KlResult:
     """Mean KL(BF16 || model) per answer token (overall and per page) and top-1 agreement. The
     modules in ``replay`` return their recorded BF16 outputs instead of running."""
 
@@ -259,5 +261,6 @@ def kl_against(model, prompts, answers, ref: ReferenceLogprobs, *, pad_id: int, 
             kl_page[i] = float(kl_tok[s:e].sum())
             n_page[i] = e - s
     tokens = sum(n_page)
-    return {"kl_mean": sum(kl_page) / max(tokens, 1), "kl_pages": [k / max(n, 1) for k, n in zip(kl_page, n_page, strict=True)],
-            "top1_agreement": agree / max(tokens, 1), "tokens": tokens}
+    return KlResult(kl_mean=sum(kl_page) / max(tokens, 1),
+                    kl_pages=[k / max(n, 1) for k, n in zip(kl_page, n_page, strict=True)],
+                    top1_agreement=agree / max(tokens, 1), tokens=tokens)

@@ -10,7 +10,7 @@ import yaml
 
 from quantgate.errors import InputError
 from quantgate.quantize.recipes import ModuleInfo, Recipe
-from quantgate.schema.run import parse_record
+from quantgate.schema.base import parse_record
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
 from quantgate.sensitivity.groups import resolve_assignment

@@ -4,11 +4,11 @@ endpoint; send every page with one async client; record each request; speed per 
 Attributes load on first use (PEP 562): the CLI reads backend options (``serve.backends``) at every
 start, and should not pay for the client (aiohttp) and statistics (numpy) to do so."""
 
-__all__ = ["load_records", "make_backend", "serve_variant"]
+__all__ = ["ServeHooks", "ServeOptions", "load_records", "make_backend", "serve_variant"]
 
 
 def __getattr__(name: str):
-    if name in ("load_records", "serve_variant"):
+    if name in ("ServeHooks", "ServeOptions", "load_records", "serve_variant"):
         from quantgate.serve import run
 
         return getattr(run, name)

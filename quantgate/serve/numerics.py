@@ -2,10 +2,10 @@
 weights and activations — stated from measurements, never assumed.
 
 ``variant_numerics`` reads the variant's ``quantization_config`` and returns one entry per format
-(``records.RunNumerics``, the ``numerics`` of ``run.json`` and of each variant in ``summary.json``)
+(``schema.run.RunNumerics``, the ``numerics`` of ``run.json`` and of each variant in ``summary.json``)
 with where the claim comes from: a test that measured it, a kernel vLLM's log named, or "not
 measured". ``numerics_notes`` turns that into report notes. ``measure_transformers_serve`` is the
-measurement itself (used by ``tests/test_numerics.py`` and ``benchmarks/numerics_cpu.py``): it loads
+measurement itself (used by ``tests/integration/test_numerics.py`` and ``benchmarks/numerics_cpu.py``): it loads
 a variant through ``transformers serve``'s own loader and compares each quantized module's output
 with plain matmuls. Only it imports torch."""
 
@@ -19,8 +19,8 @@ from quantgate.errors import InputError
 from quantgate.schema.run import Computes, FormatNumerics, KernelCounts, RunNumerics
 from quantgate.serve.kernels import kernel_names
 
-MEASURED_BY = "tests/test_numerics.py::test_transformers_serve_numerics_per_format"
-MEASURED_E2E = "tests/test_numerics.py::test_served_text_is_the_activation_quantized_forward"
+MEASURED_BY = "tests/integration/test_numerics.py::test_transformers_serve_numerics_per_format"
+MEASURED_E2E = "tests/integration/test_numerics.py::test_served_text_is_the_activation_quantized_forward"
 # The versions the measurement ran with: another may load compressed-tensors differently (5.x
 # deprecated run_compressed for dequantize), so a claim holds for these only.
 MEASURED_WITH = {"transformers": "5.17.0", "compressed-tensors": "0.19.0"}

@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -17,19 +18,19 @@ from quantgate.errors import InputError, ServerError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
-from quantgate.schema.run import RequestRecord, RunManifest, SequentialStop, ServerLayout, parse_record
+from quantgate.schema.base import parse_record
+from quantgate.schema.run import DEFAULT_PROMPT, RequestRecord, RunManifest, SequentialStop, ServeOptions, ServerLayout
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
-from quantgate.serve.server import SharedServer, log_tail
+from quantgate.serve.server import ManagedServer, SharedServer, log_tail
 from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 
 REQUESTS = "requests.jsonl"
 RUN = "run.json"
-DEFAULT_MAX_TOKENS = 1024
 
 
 class PageBatches(Protocol):
-    """One level served in batches (a sequential accuracy pass, ``quantgate.study.sequential``)."""
+    """One level served in batches (a sequential accuracy pass, ``quantgate.study.passes``)."""
 
     record: SequentialStop | None  # what run.json records about the pass so far
 
@@ -70,156 +71,192 @@ def level_pages(pages: list, concurrency: int, waves: float | None) -> list:
     return pages[: max(3, math.ceil(waves * concurrency))]
 
 
-def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path, *, split: str = "heldout",
-                  concurrency: list[int] = (1,), max_tokens: int = DEFAULT_MAX_TOKENS, prompt: str | None = None,
-                  slo_s: float = 10.0, timeout_s: float = 600.0, limit: int | None = None, overwrite: bool = False,
-                  ignore_eos: bool = False, waves: float | None = None,
-                  on_level: Callable[[int, int | None], Callable[[RequestRecord], None]] | None = None,
-                  level_done: Callable[[int], None] | None = None, server: SharedServer | None = None,
-                  record_root: Path | None = None, layout: ServerLayout | None = None,
-                  batches: dict[int, PageBatches] | None = None,
-                  log: Callable[[str], None] = print) -> RunManifest:
-    """Send every page of ``split`` at each concurrency level; records are appended as requests finish.
+@dataclass
+class ServeHooks:
+    """What a caller plugs into a run (a study: its console stages, its shared server, its sequential pass).
 
-    ``on_level(c, n)`` is called before a level with the number of pages to send and may return a
-    callback for each finished record; ``level_done(c)`` after it. ``server``: a shared server of this
-    variant (started on first use, left running for its other users); without it one is started
-    here, only when something is left to send, and stopped at the end. ``record_root``: run.json
-    records the variant and page-set paths relative to it when they lie inside it (a study passes its
-    folder; see ``fileio.recorded_path``). ``layout``: how a study placed this server, recorded when a
-    server is started here (a resumed run with nothing to send keeps the layout it was served with). ``batches``: levels
-    served batch by batch instead of all pages at once (``PageBatches``; ``on_level`` then gets None for the count)."""
-    from quantgate.pages import load_pageset
-    from quantgate.schema.run import DEFAULT_PROMPT
+    ``on_level(c, n)`` is called before a level with the number of pages to send (None when served in
+    batches) and may return a callback for each finished record; ``level_done(c)`` after it. ``server``: a
+    shared server of this variant (started on first use, left running for its other users); without it one is
+    started here, only when something is left to send, and stopped at the end. ``layout``: how a study placed
+    this server, recorded when a server is started here (a resumed run with nothing to send keeps the layout it
+    was served with). ``batches``: levels served batch by batch instead of all pages at once (``PageBatches``)."""
 
+    on_level: Callable[[int, int | None], Callable[[RequestRecord], None] | None] | None = None
+    level_done: Callable[[int], None] | None = None
+    server: SharedServer | None = None
+    layout: ServerLayout | None = None
+    batches: dict[int, PageBatches] = field(default_factory=dict)
+    log: Callable[[str], None] = print
+
+
+def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
+                  options: ServeOptions | None = None, hooks: ServeHooks | None = None) -> RunManifest:
+    """Send every page of the split at each concurrency level; records are appended as requests finish, and
+    ``run.json`` rewritten after each level (``options.record_root``: its paths relative to that folder when they
+    lie inside it — a study passes its own; see ``fileio.recorded_path``)."""
+    from quantgate.io.pageset import load_pageset
+
+    o, h = options or ServeOptions(), hooks or ServeHooks()
     variant, out = Path(variant), Path(out)
-    prompt = prompt or DEFAULT_PROMPT
+    _check(o, h, backend, variant)
+    ps = load_pageset(pageset_dir)
+    pages = ps.split(o.split)[: o.limit or None]
+    if not pages:
+        raise InputError(f"{pageset_dir}: no pages in split {o.split!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _manifest(o, h, backend, variant, Path(pageset_dir), ps.sha256)
+    _resume(manifest, out, o.overwrite)
+    _set_numerics(manifest, backend, variant)
+    run = _Run(variant, backend, out, o, h, manifest, {p.id: p for p in pages}, ps.image_bytes)
+    with run:
+        for c in o.concurrency:
+            if c in h.batches:
+                if run.serve_batches(c, h.batches[c]) and h.level_done:
+                    h.level_done(c)
+                continue
+            todo = [p for p in level_pages(pages, c, o.waves) if (p.id, c) not in run.done]
+            if not todo:
+                continue
+            run.request_spec()  # a server start is its own stage, not part of the level's
+            run.send(c, todo, h.on_level(c, len(todo)) if h.on_level else None)
+            if h.level_done:
+                h.level_done(c)
+    return _finish(manifest, run.records, o.concurrency, out)
+
+
+def _check(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path) -> None:
     if backend.serves_local_weights:
         check_model_dir(variant)
-    if not concurrency or any(c < 1 for c in concurrency):
-        raise InputError(f"--concurrency must list positive integers, got {list(concurrency)}")
-    if waves is not None and waves <= 0:
-        raise InputError(f"--waves must be positive, got {waves}")
-    ps = load_pageset(pageset_dir)
-    pages = ps.split(split)[: limit or None]
-    if not pages:
-        raise InputError(f"{pageset_dir}: no pages in split {split!r}")
-    ps_sha = ps.sha256
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = weights_fingerprint(variant) if backend.serves_local_weights else None
-    shown = recorded_path(variant, record_root) if backend.serves_local_weights else str(variant)
-    manifest = RunManifest(variant=shown, variant_fingerprint=fingerprint, backend=backend.name,
-                           pageset=recorded_path(pageset_dir, record_root), pageset_sha256=ps_sha, split=split, prompt=prompt,
-                           max_tokens=max_tokens, slo_p90_latency_s=slo_s, ignore_eos=ignore_eos, waves=waves,
-                           server_version=backend.server_version(), notes=backend.notes(variant),
-                           server_args=list(getattr(backend.options, "extra_args", [])),
-                           server_env=dict(layout.env) if layout else {})
-    if (out / RUN).is_file():
-        old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
-        # Identity by content, not path: a moved study folder resumes instead of re-serving.
-        ident = old.variant_fingerprint or old.variant
-        same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens, old.ignore_eos) == \
-               (fingerprint or manifest.variant, manifest.backend, ps_sha, split, prompt, max_tokens, ignore_eos)
-        # the server's own flags and environment are part of what was measured (an FP8 KV cache, a batch-invariant
-        # mode); a run.json from before they were recorded (None) is taken as it is
-        same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(manifest, k)
-                            for k in ("server_args", "server_env"))
-        if not same and not overwrite:
-            raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
-                             f"{old.max_tokens}); choose another -o, or --overwrite to discard it")
-        if not same:
-            (out / REQUESTS).unlink(missing_ok=True)
-        else:
-            _keep_server_facts(manifest, old)
-    _set_numerics(manifest, backend, variant)
-    records = load_records(out)
-    done = {(r.page_id, r.concurrency) for r in records if r.error is None}  # failed ones are re-sent
-    batches = dict(batches or {})
-    unknown = sorted(set(batches) - set(concurrency))
+    if not o.concurrency or any(c < 1 for c in o.concurrency):
+        raise InputError(f"--concurrency must list positive integers, got {list(o.concurrency)}")
+    if o.waves is not None and o.waves <= 0:
+        raise InputError(f"--waves must be positive, got {o.waves}")
+    unknown = sorted(set(h.batches) - set(o.concurrency))
     if unknown:
-        raise InputError(f"batches for concurrency {unknown}, which is not among the levels {list(concurrency)}")
-    by_id = {p.id: p for p in pages}
-    todo = {c: [p for p in level_pages(pages, c, waves) if (p.id, c) not in done] for c in concurrency if c not in batches}
-    session = uuid.uuid4().hex[:12]
-    manifest.sequential = None
-
-    def loader(page):
-        return lambda: ps.image_bytes(page)
-
-    with ExitStack() as stack:
-        conn: dict = {}
-
-        def request_spec() -> RequestSpec:
-            # the server starts only when a level has something to send (a resumed study may have nothing)
-            if not conn:
-                srv = server if server is not None else stack.enter_context(
-                    SharedServer(backend, variant, out / "server.log", log))
-                ep = srv.endpoint()
-                conn["server"] = ep.server
-                if ep.server is not None:
-                    manifest.server_command = ep.server.command
-                    manifest.layout = layout
-                conn["spec"] = RequestSpec(base_url=ep.base_url, model=ep.model, prompt=prompt, max_tokens=max_tokens,
-                                           timeout_s=timeout_s, api_key=ep.api_key,
-                                           extra_body={"ignore_eos": True} if ignore_eos else None)
-            return conn["spec"]
-
-        def send(c: int, pending: list, cb, warmup: bool = True, batch: int | None = None) -> None:
-            nonlocal records
-            # each batch its own session id: the level's speed (level_stats) then leaves out the looks between them
-            new = asyncio.run(run_level(request_spec(), [(p.id, loader(p)) for p in pending], c, out / REQUESTS,
-                                        session if batch is None else f"{session}.{batch}", warmup=warmup, on_done=cb))
-            retried = {(r.page_id, r.concurrency) for r in new}
-            records = [r for r in records if (r.page_id, r.concurrency) not in retried] + new
-            srv = conn["server"]
-            if srv is not None and not srv.alive():
-                raise ServerError(f"{srv.name} died during the run; log {srv.log_path} ends with:\n"
-                                  f"{log_tail(srv.log_path)}")
-            _read_server_log(manifest, backend, srv)
-            _set_numerics(manifest, backend, variant)  # vLLM: from the kernels this start's log names
-            _finish(manifest, records, concurrency, out)
-
-        for c in concurrency:
-            if c in batches:
-                def served(c=c) -> set[str]:
-                    return {r.page_id for r in records if r.concurrency == c and r.error is None}
-
-                if _serve_batches(c, batches[c], by_id, served, request_spec, send, on_level, manifest):
-                    if level_done:
-                        level_done(c)
-                continue
-            if not todo[c]:
-                continue
-            request_spec()  # a server start is its own stage, not part of the level's
-            send(c, todo[c], on_level(c, len(todo[c])) if on_level else None)
-            if level_done:
-                level_done(c)
-    return _finish(manifest, records, concurrency, out)
+        raise InputError(f"batches for concurrency {unknown}, which is not among the levels {list(o.concurrency)}")
 
 
-def _serve_batches(c: int, batches: PageBatches, by_id: dict, done, prepare, send, on_level,
-                   manifest: RunManifest) -> bool:
-    """One level served batch by batch: ``batches.next()`` names the pages to have served by the end of the next
-    batch (or None: the level is finished); after each, its ``record`` goes into run.json. Whether any page was
-    sent."""
-    cb, sent, n = None, False, 0
-    while True:
-        ids = batches.next()
-        manifest.sequential = batches.record
-        if ids is None:
-            return sent
-        unknown = [i for i in ids if i not in by_id]
-        if unknown:
-            raise InputError(f"batch pages {unknown[:5]} are not pages of the split being served")
-        have = done()
-        pending = [by_id[i] for i in ids if i not in have]
-        if not pending:
-            raise RuntimeError(f"concurrency {c}: the next batch names only pages already served; it would never end")
-        if not sent:
-            prepare()  # the server, started before the level's stage opens
-            cb = on_level(c, None) if on_level else None
-        send(c, pending, cb, warmup=not sent, batch=n)  # later batches find the server warm: no warm-up request
-        sent, n = True, n + 1
+def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, pageset_dir: Path,
+              pageset_sha256: str) -> RunManifest:
+    """This run's ``run.json`` before anything is sent: what serves which pages, and how."""
+    local = backend.serves_local_weights
+    return RunManifest(variant=recorded_path(variant, o.record_root) if local else str(variant),
+                       variant_fingerprint=weights_fingerprint(variant) if local else None, backend=backend.name,
+                       pageset=recorded_path(pageset_dir, o.record_root), pageset_sha256=pageset_sha256, split=o.split,
+                       prompt=o.prompt or DEFAULT_PROMPT, max_tokens=o.max_tokens, slo_p90_latency_s=o.slo_s,
+                       ignore_eos=o.ignore_eos, waves=o.waves, server_version=backend.server_version(),
+                       notes=backend.notes(variant), server_args=list(getattr(backend.options, "extra_args", [])),
+                       server_env=dict(h.layout.env) if h.layout else {})
+
+
+def _resume(manifest: RunManifest, out: Path, overwrite: bool) -> None:
+    """An earlier run in ``out`` of the same variant (by content), backend, pages, prompt and server flags is
+    resumed: its records are kept and what its start recorded carries over. Another run is refused, or with
+    ``overwrite`` its records discarded."""
+    if not (out / RUN).is_file():
+        return
+    old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
+    # Identity by content, not path: a moved study folder resumes instead of re-serving.
+    ident = old.variant_fingerprint or old.variant
+    m = manifest
+    same = (ident, old.backend, old.pageset_sha256, old.split, old.prompt, old.max_tokens, old.ignore_eos) == \
+           (m.variant_fingerprint or m.variant, m.backend, m.pageset_sha256, m.split, m.prompt, m.max_tokens,
+            m.ignore_eos)
+    # the server's own flags and environment are part of what was measured (an FP8 KV cache, a batch-invariant
+    # mode); a run.json from before they were recorded (None) is taken as it is
+    same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(m, k) for k in ("server_args", "server_env"))
+    if not same and not overwrite:
+        raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
+                         f"{old.max_tokens}); choose another -o, or --overwrite to discard it")
+    if not same:
+        (out / REQUESTS).unlink(missing_ok=True)
+    else:
+        _keep_server_facts(m, old)
+
+
+class _Run:
+    """One invocation's sending: the records so far, the server (started on the first request that needs
+    it), and each level or batch sent through the client."""
+
+    def __init__(self, variant: Path, backend: Backend, out: Path, o: ServeOptions, h: ServeHooks,
+                 manifest: RunManifest, by_id: dict, image_bytes: Callable):
+        self.variant, self.backend, self.out, self.o, self.h = variant, backend, out, o, h
+        self.manifest, self.by_id, self.image_bytes = manifest, by_id, image_bytes
+        self.records = load_records(out)
+        self.done = {(r.page_id, r.concurrency) for r in self.records if r.error is None}  # failed ones are re-sent
+        self.session = uuid.uuid4().hex[:12]
+        self.manifest.sequential = None
+        self._stack = ExitStack()
+        self._server: ManagedServer | None = None
+        self._spec: RequestSpec | None = None
+
+    def __enter__(self) -> _Run:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def request_spec(self) -> RequestSpec:
+        """Where requests go; the server starts here, only when a level has something to send (a resumed study
+        may have nothing)."""
+        if self._spec is None:
+            srv = self.h.server if self.h.server is not None else self._stack.enter_context(
+                SharedServer(self.backend, self.variant, self.out / "server.log", self.h.log))
+            ep = srv.endpoint()
+            self._server = ep.server
+            if ep.server is not None:
+                self.manifest.server_command = ep.server.command
+                self.manifest.layout = self.h.layout
+            o = self.o
+            self._spec = RequestSpec(base_url=ep.base_url, model=ep.model, prompt=o.prompt or DEFAULT_PROMPT,
+                                     max_tokens=o.max_tokens, timeout_s=o.timeout_s, api_key=ep.api_key,
+                                     extra_body={"ignore_eos": True} if o.ignore_eos else None)
+        return self._spec
+
+    def send(self, c: int, pending: list, cb, warmup: bool = True, batch: int | None = None) -> None:
+        """Send ``pending`` at concurrency ``c``, append their records, and rewrite run.json."""
+        # each batch its own session id: the level's speed (level_stats) then leaves out the looks between them
+        loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in pending]
+        new = asyncio.run(run_level(self.request_spec(), loads, c, self.out / REQUESTS,
+                                    self.session if batch is None else f"{self.session}.{batch}", warmup=warmup,
+                                    on_done=cb))
+        retried = {(r.page_id, r.concurrency) for r in new}
+        self.records = [r for r in self.records if (r.page_id, r.concurrency) not in retried] + new
+        srv = self._server
+        if srv is not None and not srv.alive():
+            raise ServerError(f"{srv.name} died during the run; log {srv.log_path} ends with:\n"
+                              f"{log_tail(srv.log_path)}")
+        _read_server_log(self.manifest, self.backend, srv)
+        _set_numerics(self.manifest, self.backend, self.variant)  # vLLM: from the kernels this start's log names
+        _finish(self.manifest, self.records, self.o.concurrency, self.out)
+
+    def served(self, c: int) -> set[str]:
+        return {r.page_id for r in self.records if r.concurrency == c and r.error is None}
+
+    def serve_batches(self, c: int, batches: PageBatches) -> bool:
+        """One level served batch by batch: ``batches.next()`` names the pages to have served by the end of the
+        next batch (or None: the level is finished); after each, its ``record`` goes into run.json. Whether any
+        page was sent."""
+        cb, sent, n = None, False, 0
+        while True:
+            ids = batches.next()
+            self.manifest.sequential = batches.record
+            if ids is None:
+                return sent
+            unknown = [i for i in ids if i not in self.by_id]
+            if unknown:
+                raise InputError(f"batch pages {unknown[:5]} are not pages of the split being served")
+            have = self.served(c)
+            pending = [self.by_id[i] for i in ids if i not in have]
+            if not pending:
+                raise RuntimeError(f"concurrency {c}: the next batch names only pages already served; it would "
+                                   "never end")
+            if not sent:
+                self.request_spec()  # the server, started before the level's stage opens
+                cb = self.h.on_level(c, None) if self.h.on_level else None
+            self.send(c, pending, cb, warmup=not sent, batch=n)  # later batches find the server warm: no warm-up
+            sent, n = True, n + 1
 
 
 # Notes an older quantgate wrote about numerics without measuring them (run.json before `numerics`);
@@ -256,12 +293,12 @@ def _read_server_log(manifest: RunManifest, backend: Backend, server) -> None:
         return
     text = server.log_text()  # this start's lines only: the file is appended across starts
     facts = backend.read_log(text)
-    if facts.get("server_version"):
-        manifest.server_version = facts["server_version"]
-    if "kernels" in facts:
-        manifest.kernels = {s: dict(k) for s, k in facts["kernels"].items()}
+    if facts.server_version:
+        manifest.server_version = facts.server_version
+    if facts.kernels is not None:
+        manifest.kernels = {s: dict(k) for s, k in facts.kernels.items()}
     manifest.engine = engine_settings(backend, server, text)
-    manifest.notes += [n for n in facts.get("notes", []) if n not in manifest.notes]
+    manifest.notes += [n for n in facts.notes if n not in manifest.notes]
 
 
 def engine_settings(backend: Backend, server, text: str):

@@ -10,13 +10,16 @@ ignore the rest (vLLM adds ``token_ids`` and ``stop_reason``, transformers serve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
+
+
+W = TypeVar("W", bound=_Wire)
 
 
 class Usage(_Wire):
@@ -65,7 +68,7 @@ class WireError(Exception):
     """A response quantgate cannot read as an OpenAI chat completion; ``str`` is one line."""
 
 
-def parse(cls: type[_Wire], obj: Any, what: str) -> Any:
+def parse(cls: type[W], obj: Any, what: str) -> W:
     """``obj`` validated as ``cls``, or a WireError naming the first field that is wrong and what it held."""
     try:
         return cls.model_validate(obj)

@@ -17,11 +17,16 @@ import json
 import os
 import time
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from quantgate.errors import QuantgateError, VerificationError
 from quantgate.io.fileio import atomic_write_bytes, safe_join, sha256_file
+from quantgate.schema.attestation import Resource, VerdictPredicate
+
+if TYPE_CHECKING:
+    from in_toto_attestation.v1.statement import Statement
 
 PREDICATE_TYPE = "https://quantgate/verdict/v1"  # a type name in model-signing's style (https://model_signing/...)
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -115,9 +120,9 @@ def key_id(public_key) -> str:
 # --- subjects: a variant folder hashed as model-signing hashes a model ------------------------------------
 
 
-def folder_resources(folder: Path) -> list[dict]:
+def folder_resources(folder: Path) -> list[Resource]:
     """model-signing's resource descriptors of ``folder``: every file but git's, sorted as model-signing sorts
-    them (by path components), each ``{"name", "algorithm", "digest"}``. A symbolic link is refused (as
+    them (by path components), each a name, an algorithm and a digest. A symbolic link is refused (as
     model-signing does unless told otherwise)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -131,19 +136,18 @@ def folder_resources(folder: Path) -> list[dict]:
             raise AttestationError(f"{p}: a symbolic link in a variant folder; signed folders hold plain files")
         if p.is_file():
             found.append(rel)
-    return [{"name": str(r), "algorithm": "sha256", "digest": sha256_file(folder / r)} for r in sorted(found)]
+    return [Resource(name=str(r), algorithm="sha256", digest=sha256_file(folder / r)) for r in sorted(found)]
 
 
-def root_digest(resources: list[dict]) -> str:
-    return hashlib.sha256(b"".join(bytes.fromhex(r["digest"]) for r in resources)).hexdigest()
+def root_digest(resources: list[Resource]) -> str:
+    return hashlib.sha256(b"".join(bytes.fromhex(r.digest) for r in resources)).hexdigest()
 
 
 # --- signing -----------------------------------------------------------------------------------------------
 
 
-def statement(out: Path, code: int, lines: list[str], options: dict) -> dict:
-    """The in-toto Statement (as JSON) for a study folder the gate just judged ``code`` (0-2)."""
-    from google.protobuf import json_format
+def statement(out: Path, code: int, lines: list[str], options: dict) -> Statement:
+    """The in-toto Statement for a study folder the gate just judged ``code`` (0-2)."""
     from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
     from in_toto_attestation.v1.statement import Statement
 
@@ -155,11 +159,12 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> dict:
     for v in rep.variants:
         vdir = safe_join(out, v.path, what=f"summary.json: variants.{v.name}.path")
         res = folder_resources(vdir)
-        digests = {r["name"]: r["digest"] for r in res}
+        digests = {r.name: r.digest for r in res}
         changed = [f for f, sha in v.files.items() if digests.get(f) != sha]
         if changed:  # the gate checked these hashes a moment ago: something is writing to the folder
             raise AttestationError(f"{vdir / changed[0]} changed while the gate ran; nothing signed")
-        models.append({"name": v.name, "path": v.path, "serialization": SERIALIZATION, "resources": res})
+        models.append({"name": v.name, "path": v.path, "serialization": SERIALIZATION,
+                       "resources": [r.model_dump() for r in res]})
         subjects.append(ResourceDescriptor(name=vdir.name, digest={"sha256": root_digest(res)}).pb)
     verdicts = [{k: r[k] for k in ("variant", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
                                    "n", "p_regression_holm")} for r in (x.model_dump() for x in rep.verdicts)]
@@ -173,15 +178,17 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> dict:
     }
     st = Statement(subjects=subjects, predicate_type=PREDICATE_TYPE, predicate=predicate)
     st.validate()
-    return json_format.MessageToDict(st.pb)
+    return st
 
 
 def sign(out: Path, key, code: int, lines: list[str], options: dict, dest: Path) -> Path:
     """Write the signed attestation of ``gate``'s outcome on ``out`` to ``dest`` (atomically)."""
+    from google.protobuf import json_format
     from securesystemslib.dsse import Envelope
     from securesystemslib.signer import CryptoSigner
 
-    body = json.dumps(statement(Path(out), code, lines, options), sort_keys=True).encode()
+    st = json_format.MessageToDict(statement(Path(out), code, lines, options).pb)
+    body = json.dumps(st, sort_keys=True).encode()
     env = Envelope(payload=body, payload_type=PAYLOAD_TYPE, signatures={})
     env.sign(CryptoSigner(key))
     atomic_write_bytes(dest, (json.dumps(env.to_dict(), indent=2) + "\n").encode())
@@ -191,31 +198,9 @@ def sign(out: Path, key, code: int, lines: list[str], options: dict, dest: Path)
 # --- verification ------------------------------------------------------------------------------------------
 
 
-class _Resource(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str = Field(min_length=1)
-    algorithm: str
-    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str
-    path: str
-    resources: list[_Resource]
-
-
-class _Predicate(BaseModel):
-    """The predicate fields verify reads; extra fields are ignored (in-toto's parsing rules)."""
-
-    model_config = ConfigDict(extra="ignore")
-    study: dict
-    gate: dict
-    models: list[_Model]
-
-
-def read_statement(path: Path, public_key) -> tuple[dict, _Predicate]:
-    """The statement of a DSSE envelope whose signature verifies with ``public_key``, or AttestationError."""
+def read_statement(path: Path, public_key) -> VerdictPredicate:
+    """The predicate of a DSSE envelope whose signature verifies with ``public_key`` and whose subjects are its
+    models' root digests, or AttestationError."""
     from google.protobuf import json_format
     from in_toto_attestation.v1.statement import Statement
     from in_toto_attestation.v1.statement_pb2 import Statement as StatementPB
@@ -244,15 +229,15 @@ def read_statement(path: Path, public_key) -> tuple[dict, _Predicate]:
         if pb.predicate_type != PREDICATE_TYPE:
             raise ValueError(f"predicateType {pb.predicate_type!r}, not {PREDICATE_TYPE}")
         st = json_format.MessageToDict(pb)
-        pred = _Predicate.model_validate(st["predicate"])
+        pred = VerdictPredicate.model_validate(st["predicate"])
     except (ValueError, KeyError, json_format.ParseError, ValidationError) as e:
         raise AttestationError(f"{path}: not a quantgate verdict statement ({' '.join(str(e).split())[:200]})") from None
     subjects = {s["name"]: s["digest"].get("sha256") for s in st["subject"]}
     for m in pred.models:  # each subject digest is its resources' root, as model-signing checks a manifest
         name = PurePosixPath(m.path).name
-        if subjects.get(name) != root_digest([r.model_dump() for r in m.resources]):
+        if subjects.get(name) != root_digest(m.resources):
             raise AttestationError(f"{path}: subject {name!r} does not match its resources in the predicate")
-    return st, pred
+    return pred
 
 
 def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tuple[int, list[str]]:
@@ -263,13 +248,13 @@ def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tupl
     from quantgate.study.gate import rehash_study
 
     pub = load_public_key(public_key_path)
-    st, pred = read_statement(path, pub)
+    pred = read_statement(path, pub)
     code = int(pred.gate.get("exit_code", -1))
     if code not in OUTCOME:
         raise AttestationError(f"{path}: the statement's gate exit code {code} is not a verdict (0, 1 or 2)")
     lines = [f"signature: good (Ed25519 key {key_id(pub)[:16]})",
              f"statement: study {pred.study.get('name')!r}, gate {OUTCOME[code]} (exit {code}), "
-             f"{len(pred.models)} variant folder(s), signed {st['predicate'].get('created')}"]
+             f"{len(pred.models)} variant folder(s), signed {pred.created}"]
     if study is None:
         lines.append("not checked against a study folder: pass --study DIR to check its summary.json and weights")
         return code, lines
@@ -294,7 +279,7 @@ def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tupl
 
 
 def _same_files(vdir: Path, signed: dict[str, str], name: str) -> None:
-    have = {r["name"]: r["digest"] for r in folder_resources(vdir)}
+    have = {r.name: r.digest for r in folder_resources(vdir)}
     for f in sorted(set(signed) | set(have)):
         if f not in have:
             raise AttestationError(f"{vdir / f}: signed for variant {name} but missing")

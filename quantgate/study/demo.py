@@ -4,14 +4,20 @@ bundled tiny reader — a Qwen3.5 VLM trained to read `--profile reader` pages (
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from quantgate.io.console import Console
+    from quantgate.schema.study import StudyOutcome
 
 READER = Path(__file__).resolve().parents[1] / "assets" / "reader"
 
 
-def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict:
-    """``min_pages``: lowered only for smoke tests on a few pages (the study's default is the calibrated 30)."""
+def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict[str, Any]:
+    """The demo's study YAML, as a user would write it. ``min_pages``: lowered only for smoke tests on a few pages
+    (the study's default is the calibrated 30)."""
     return {
         "name": "demo", "model": str(READER),
         "pages": {"synth": {"n": pages, "seed": 1, "profile": "reader", "calibration_fraction": 0.2}},
@@ -29,8 +35,8 @@ def demo_study(pages: int, variants: list[str], min_pages: int | None = None) ->
     } | ({"min_pages": min_pages} if min_pages else {})
 
 
-def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, console=None,
-             min_pages: int | None = None) -> dict:
+def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, console: Console | None = None,
+             min_pages: int | None = None) -> StudyOutcome:
     from quantgate.study import run_study
 
     variants = variants or ["bf16", "fp8-dynamic", "nvfp4", "mixed", "harmful-int2"]

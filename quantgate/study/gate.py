@@ -18,43 +18,60 @@ verdicts. Then the family rule (docs/statistics.md, "Multiplicity"):
 from __future__ import annotations
 
 import math
+from enum import IntEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from quantgate.errors import InputError, QuantgateError
 from quantgate.io.fileio import safe_join, sha256_file
+from quantgate.judge.family import confirmed as holm_confirmed
+from quantgate.schema.verdict import MIN_PAGES, Verdict
 
-PASS, REGRESSION, INCONCLUSIVE, INVALID = 0, 1, 2, 3
+
+class GateCode(IntEnum):
+    """The gate's exit codes (the module docstring says what each means)."""
+
+    PASS = 0
+    REGRESSION = 1
+    INCONCLUSIVE = 2
+    INVALID = 3
+
+
+PASS, REGRESSION, INCONCLUSIVE, INVALID = GateCode
 _FLOAT_TOL = dict(rel_tol=1e-9, abs_tol=1e-12)  # recomputation on the same code: equal to the last bits
 
 
+class GateResult(NamedTuple):
+    code: GateCode
+    lines: list[str]  # what to print: one per checked verdict (INVALID: the one reason)
+
+
 def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None = None,
-         lmeval: bool = False, study: Path | None = None) -> tuple[int, list[str]]:
-    """(exit code, lines to print). ``lmeval``: lm-eval verdicts are checked too (and their absence is
-    invalid). ``study``: the study file the folder must have been run from (e.g. the YAML kept in the
+         lmeval: bool = False, study: Path | None = None) -> GateResult:
+    """The exit code and the lines to print. ``lmeval``: lm-eval verdicts are checked too (and their absence
+    is invalid). ``study``: the study file the folder must have been run from (e.g. the YAML kept in the
     repository) — summary.json's echo of the study must equal it, so margins or variants edited
     consistently throughout summary.json are caught too. Any reason not to trust the folder is
     ``INVALID`` with one line."""
     try:
         return _gate(Path(out), metrics, variants, lmeval, study)
     except QuantgateError as e:
-        return INVALID, [" ".join(str(e).split())]  # one line, whatever the message held
+        return GateResult(INVALID, [" ".join(str(e).split())])  # one line, whatever the message held
 
 
 class _Invalid(InputError):
     pass
 
 
-def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[str]]:
-    from quantgate.judge.stats import MIN_PAGES, holm
-    from quantgate.schema.run import parse_record
+def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
+    from quantgate.schema.base import parse_record
+    from quantgate.schema.metrics import check_margin
     from quantgate.schema.summary import SUMMARY, load_summary
-    from quantgate.score.metrics import check_margin
-    from quantgate.study.spec import Study, check_statistics, load_study
+    from quantgate.study.spec import Study, load_study
 
     rep = load_summary(out)
     where = str(out / SUMMARY)
-    st = parse_record(Study, rep.study, where=f"{where}: study")
-    check_statistics(st, f"{where}: study")
+    st = parse_record(Study, rep.study, where=f"{where}: study")  # every number checked as it is parsed
     if study_file is not None:
         _same_study(st, load_study(study_file), where, study_file)
     _consistent(rep, st, where)
@@ -67,57 +84,57 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> tuple[int, list[s
     pages, lm = _remake(rep, st, out, where, decisions)
     _same_sequential(rep, decisions, where)
     for row in pages:
-        if row["margin"] != rep.inputs.margins[row["metric"]]:
-            raise _Invalid(f"{where}: the {row['metric']} margin is {row['margin']:g} now but "
-                           f"{rep.inputs.margins[row['metric']]:g} in inputs.margins: this quantgate's default "
+        if row.margin != rep.inputs.margins[row.metric]:
+            raise _Invalid(f"{where}: the {row.metric} margin is {row.margin:g} now but "
+                           f"{rep.inputs.margins[row.metric]:g} in inputs.margins: this quantgate's default "
                            "margin differs from the study's; declare it in the study's margins and rerun it")
     _same(rep.verdicts, pages, lambda r: (r["variant"], r["metric"]), where, "verdicts")
     if st.lm_eval:
         if rep.lm_eval is None:
             raise _Invalid(f"{where}: the study declares lm_eval but summary.json has no lm_eval section")
-        _same(rep.lm_eval.verdicts, lm, lambda r: (r["variant"], r["task"], r["metric"]), where, "lm_eval.verdicts")
+        _same(rep.lm_eval.verdicts, lm or [], lambda r: (r["variant"], r["task"], r["metric"]), where,
+              "lm_eval.verdicts")
     elif rep.lm_eval is not None:
         raise _Invalid(f"{where}: lm_eval verdicts in a summary whose study declares no lm_eval")
 
-    family = pages + (lm or [])
-    confirmed = {id(r) for r, p in zip(family, holm([r["p_regression"] for r in family]), strict=True)
-                 if r["verdict"] == "regression" and p <= r["alpha"]}
-    checked = [(r["variant"], r["metric"], r) for r in pages
-               if (not metrics or r["metric"] in metrics) and (not variants or r["variant"] in variants)]
+    # the remade verdicts carry p_regression_holm over the whole family (page and lm-eval ones)
+    checked: list[tuple[str, str, Verdict]] = [
+        (r.variant, r.metric, r) for r in pages
+        if (not metrics or r.metric in metrics) and (not variants or r.variant in variants)]
     if not checked:
         raise _Invalid(f"no verdict matches metrics={metrics} variants={variants} (the study has "
                        f"{', '.join(st.metrics)} for {', '.join(v.name for v in st.variants if v.name != st.baseline)})")
     if lmeval:
-        lm_checked = [r for r in (lm or []) if not variants or r["variant"] in variants]
+        lm_checked = [r for r in (lm or []) if not variants or r.variant in variants]
         if not lm_checked:
             raise _Invalid("--lmeval: the study has no lm-eval verdicts (add an lm_eval: section and rerun it)")
-        checked += [(r["variant"], f"lm-eval {r['task']} {r['metric']}", r) for r in lm_checked]
-    lines = [_line(variant, label, r, id(r) in confirmed) for variant, label, r in checked]
-    small = sorted({r["n"] for _, _, r in checked if r["n"] < MIN_PAGES})
+        checked += [(r.variant, f"lm-eval {r.task} {r.metric}", r) for r in lm_checked]
+    lines = [_line(variant, label, r) for variant, label, r in checked]
+    small = sorted({r.n for _, _, r in checked if r.n < MIN_PAGES})
     if small and st.min_pages < MIN_PAGES:  # at the default, such verdicts are inconclusive (too_few_pages)
         lines.append(f"note: verdicts on {small[0]}" + (f"–{small[-1]}" if len(small) > 1 else "") +
                      f" pages, below the calibrated minimum of {MIN_PAGES} (the study lowered min_pages to "
                      f"{st.min_pages}): a smoke test, not a calibrated verdict")
-    words = [(r, id(r) in confirmed) for _, _, r in checked]
-    if all(r["verdict"] == "within_noise" for r, _ in words):
-        return PASS, lines
-    if any(ok or r["verdict"] == "not_equivalent" for r, ok in words):
-        return REGRESSION, lines
-    return INCONCLUSIVE, lines
+    words = [r for _, _, r in checked]
+    if all(r.verdict == "within_noise" for r in words):
+        return GateResult(PASS, lines)
+    if any(holm_confirmed(r) or r.verdict == "not_equivalent" for r in words):
+        return GateResult(REGRESSION, lines)
+    return GateResult(INCONCLUSIVE, lines)
 
 
-def _line(variant: str, label: str, r: dict, confirmed: bool) -> str:
-    word = r["verdict"]
-    if word == "regression" and not confirmed:
+def _line(variant: str, label: str, r: Verdict) -> str:
+    word = r.verdict
+    if word == "regression" and not holm_confirmed(r):
         word = "regression (not after Holm)"
-    floor = "–" if r["noise_floor"] is None else f"{r['noise_floor']:.4f}"
-    p = r.get("p_regression_holm")
+    floor = "–" if r.noise_floor is None else f"{r.noise_floor:.4f}"
+    p = r.p_regression_holm
     # 0: no resample reached the margin, below the resolution 1/(2 × resamples)
-    shown = f"< {0.5 / r['n_resamples']:.2g}" if p == 0 else f"{p:.3g}"
+    shown = f"< {0.5 / r.n_resamples:.2g}" if p == 0 else f"{p:.3g}"
     holm = "" if p is None else f", p_holm {shown}"
-    text = (f"{word:<13} {variant} {label} ({r['reason']}): delta {r['delta']:+.4f} [{r['ci_low']:+.4f}, "
-            f"{r['ci_high']:+.4f}], margin {r['margin']:.4f}, noise floor {floor}, n {r['n']}{holm}")
-    return text if r["verdict"] == "within_noise" else f"{text} — {r['message']}"
+    text = (f"{word:<13} {variant} {label} ({r.reason}): delta {r.delta:+.4f} [{r.ci_low:+.4f}, "
+            f"{r.ci_high:+.4f}], margin {r.margin:.4f}, noise floor {floor}, n {r.n}{holm}")
+    return text if r.verdict == "within_noise" else f"{text} — {r.message}"
 
 
 def _same_study(echoed, declared, where: str, study_file: Path) -> None:
@@ -130,14 +147,12 @@ def _same_study(echoed, declared, where: str, study_file: Path) -> None:
 
 def _consistent(rep, st, where: str) -> None:
     """summary.json's own parts agree with the study it echoes."""
-    from quantgate.study.verdicts import levels
-
     names = [v.name for v in st.variants]
     if rep.baseline != st.baseline:
         raise _Invalid(f"{where}: baseline {rep.baseline!r} but the study's is {st.baseline!r}")
     if [v.name for v in rep.variants] != names:
         raise _Invalid(f"{where}: variants {[v.name for v in rep.variants]} but the study declares {names}")
-    c0, noise = levels(st)
+    c0, noise = st.compare_level, st.noise_level
     if (rep.compare_level, rep.noise_level) != (c0, noise):
         raise _Invalid(f"{where}: compare_level/noise_level {rep.compare_level}/{rep.noise_level} but the study's "
                        f"concurrency gives {c0}/{noise}")
@@ -152,7 +167,7 @@ def _consistent(rep, st, where: str) -> None:
 def rehash_study(out: Path) -> None:
     """The gate's file check alone, no verdict remade (``quantgate verify --study``): every file summary.json binds
     by hash still has that hash. Raises a QuantgateError naming the first that does not."""
-    from quantgate.schema.run import parse_record
+    from quantgate.schema.base import parse_record
     from quantgate.schema.summary import SUMMARY, load_summary
     from quantgate.study.spec import Study
 
@@ -165,8 +180,9 @@ def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
     from quantgate.io.fingerprint import weights_fingerprint
+    from quantgate.schema.base import read_record_file
     from quantgate.schema.run import RunManifest
-    from quantgate.schema.variant import VariantManifest, read_record_file
+    from quantgate.schema.variant import VariantManifest
     from quantgate.study.lmeval import lmeval_files
     from quantgate.study.verdicts import relative_inside, used_score_files
 
@@ -212,12 +228,12 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
 
 
-def _remake(rep, st, out: Path, where: str, decisions: dict) -> tuple[list[dict], list[dict] | None]:
+def _remake(rep, st, out: Path, where: str, decisions: dict):
     """Every verdict again, from the hashed files only, with the judged pages bound to the page set."""
     import json
 
     from quantgate.io.fileio import read_jsonl
-    from quantgate.score.scores import read_scores
+    from quantgate.io.scores import read_scores
     from quantgate.study.verdicts import study_verdicts
 
     pages_file = safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages")
@@ -229,7 +245,7 @@ def _remake(rep, st, out: Path, where: str, decisions: dict) -> tuple[list[dict]
     except json.JSONDecodeError as e:
         raise _Invalid(f"{pages_file}: not a pages.jsonl ({e})") from None
 
-    def read(rel: str) -> dict[str, dict]:
+    def read(rel: str):
         rows = read_scores(safe_join(out, rel, what=f"{where}: score file"))
         stray = sorted(set(rows) - judged)
         if stray:
@@ -274,10 +290,10 @@ def _first_difference(a, b, path: str = ""):
     return None if _equal(a, b) else (path, a, b)
 
 
-def _same(stored, remade: list[dict], key, where: str, field: str) -> None:
+def _same(stored, remade, key, where: str, field: str) -> None:
     """summary.json holds exactly the verdicts the files give: none missing, none extra, every field equal."""
     have = {key(r): r for r in (s.model_dump() for s in stored)}
-    want = {key(r): r for r in remade}
+    want = {key(r): r for r in (s.model_dump() for s in remade)}
     if len(have) != len(stored):
         raise _Invalid(f"{where}: {field} holds a verdict twice")
     missing = [k for k in want if k not in have]

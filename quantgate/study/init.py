@@ -104,7 +104,7 @@ def _token_counter(model: Path):
 def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: Path | None = None,
                   import_to: Path | None = None) -> PageFacts:
     """A page set as is, or a folder/file of images and PDFs imported into ``import_to``."""
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.pages.importer import ImportOptions, import_pages
 
     pages = Path(pages)

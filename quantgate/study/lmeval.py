@@ -3,13 +3,15 @@ when a finished run matches the weights; then paired verdicts against the baseli
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import safe_join
 from quantgate.io.fingerprint import weights_fingerprint
+from quantgate.schema.base import read_record_file
+from quantgate.schema.lmeval import LmEvalRun
+from quantgate.schema.summary import LmEvalVerdict
 from quantgate.study.spec import Study, resolve_path
 
 
@@ -29,9 +31,9 @@ class LmEvalPlan:
         f = Path(out) / RESULT
         if not f.is_file():
             return False
-        old = json.loads(f.read_text("utf-8"))
-        return (old.get("variant_fingerprint"), old.get("tasks"), old.get("limit")) == \
-            (weights_fingerprint(variant_dir), self.tasks, self.limit)
+        old = read_record_file(LmEvalRun, f)
+        return (old.variant_fingerprint, old.tasks, old.limit) == (weights_fingerprint(variant_dir), self.tasks,
+                                                                   self.limit)
 
 
 def plan_lmeval(st: Study, base: Path, out: Path, pages_dir: Path) -> LmEvalPlan:
@@ -60,17 +62,19 @@ def run_variant_lmeval(plan: LmEvalPlan, variant_dir: Path, backend, out: Path, 
                concurrent=plan.concurrent, server=server, on_response=on_response, record_root=record_root, log=log)
 
 
-def lmeval_verdicts(st: Study, out: Path) -> list[dict]:
+def lmeval_verdicts(st: Study, out: Path) -> list[LmEvalVerdict]:
     """Each candidate's paired verdicts against the baseline over lm-eval's logged samples, with the
     study's seed, resamples, min_pages and test (``exact`` compares texts, which lm-eval's samples do
     not carry: lm-eval verdicts are non-inferiority then)."""
     from quantgate.lmeval import compare_lmeval
 
     spec = st.lm_eval
+    if spec is None:
+        return []
     rows = []
     for v in st.variants:
         if v.name != st.baseline:
-            rows += [{"variant": v.name, **r} for r in compare_lmeval(
+            rows += [LmEvalVerdict(variant=v.name, **r.model_dump()) for r in compare_lmeval(
                 out / "lmeval" / st.baseline, out / "lmeval" / v.name, margins=spec.margins,
                 default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
                 equivalence=st.test == "equivalence", names=(st.baseline, v.name))]
@@ -90,7 +94,7 @@ def lmeval_files(st: Study, out: Path) -> list[Path]:
     return files
 
 
-def lmeval_runs(st: Study, out: Path) -> dict:
+def lmeval_runs(st: Study, out: Path) -> dict[str, LmEvalRun]:
     from quantgate.lmeval.run import load_lmeval
 
-    return {v.name: load_lmeval(out / "lmeval" / v.name)[0].model_dump() for v in st.variants}
+    return {v.name: load_lmeval(out / "lmeval" / v.name)[0] for v in st.variants}

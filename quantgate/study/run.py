@@ -6,29 +6,41 @@ resume request by request (and restart when the variant's weights changed), scor
 are recomputed from the records (seconds). Killing it anywhere and rerunning completes the study
 with nothing lost or repeated. One study per output folder at a time (a lock file).
 
-Each variant's server is started once for its page runs and its lm-eval run (``SharedServer``); each
-step is one console stage and one line of ``timings.jsonl`` (``quantgate.study.timings``)."""
+This module orchestrates the stages only: each is a library function called with records and returning
+records (``quantize`` → ``QuantizeResult``, ``serve_variant`` → ``RunManifest``, ``score_pages`` →
+``ScoreRow``s, the verdicts, ``build_summary`` → ``Summary``); the study's outcome is a ``StudyOutcome``.
+Each variant's server is started once for its page runs and its lm-eval run (``SharedServer``); each step is
+one console stage and one line of ``timings.jsonl`` (``quantgate.study.timings``)."""
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 from quantgate.io.console import Console, console_for
 from quantgate.io.fileio import atomic_write_json, exclusive_lock
+from quantgate.io.pageset import PageSet
+from quantgate.judge.replay import Plan
+from quantgate.schema.base import read_record_file
+from quantgate.schema.run import RunManifest
+from quantgate.schema.scores import ScoreRow
+from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.study import StudyOutcome, VariantSpec
+from quantgate.schema.summary import LmEvalSection, Summary
+from quantgate.serve.backends import BackendOptions
+from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
-from quantgate.study.spec import Study, VariantSpec, load_study, resolve_path
+from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
 from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
 
 JUDGED_PAGES = "judged-pages.jsonl"
+Scores = dict[tuple[str, int], dict[str, ScoreRow]]
 
 
 def study_lock(out: Path):
@@ -44,37 +56,36 @@ def study_output(study_path: Path, out: Path | None = None, st: Study | None = N
     return Path(out) if out else resolve_path(Path(study_path).resolve().parent, st.output or f"{st.name}-out")
 
 
-def variant_levels(st: Study) -> tuple[dict[str, list[int]], int | None]:
-    """Concurrency levels per variant, and the noise level: every variant at the study's levels (the
-    first is where verdicts are made); the baseline also at the noise level, its second run."""
-    levels = list(st.concurrency)
-    noise = st.noise_concurrency or (levels[1] if len(levels) > 1 else None)
-    return ({v.name: sorted(set(levels + ([noise] if v.name == st.baseline and noise else []))) for v in st.variants},
-            noise)
-
-
 @dataclass
 class _Ctx:
+    """A study run: its settings and folders, and what the steps before serving settled."""
+
     st: Study
     out: Path
     pages_dir: Path
-    variants: dict[str, Path]
+    ps: PageSet
     clock: Clock
     lm: LmEvalPlan | None
-    n_pages: int  # pages each level sends
-    backend: Any  # the study's backend block, its compile cache resolved (with_compile_cache)
-    ps: Any = None  # the page set
-    plan: Any = None  # a sequential study's Plan (quantgate.study.sequential)
+    backend: BackendOptions  # the study's backend block, its paths resolved against the study
+    plan: Plan | None  # a sequential study's plan
+
+    @property
+    def n_pages(self) -> int:
+        """Pages each level sends."""
+        return len(self.ps.split(self.st.split)[: self.st.limit or None])
+
+    def variant_dir(self, name: str) -> Path:
+        return self.out / "variants" / name
+
+    def run_dir(self, name: str) -> Path:
+        return self.out / "runs" / name
 
 
 def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
-              stop_after: str | None = None, log: Callable[[str], None] | None = None) -> dict:
-    """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests. ``log``:
-    instead of a console, every line (stages and details) goes to this function."""
-    from quantgate.pages import load_pageset
-    from quantgate.report import build_report, write_reports
-    from quantgate.score import load_predictions, parse_metric_list, score_pages, write_scores
-
+              stop_after: Literal["quantize", "serve", "score"] | None = None,
+              log: Callable[[str], None] | None = None) -> StudyOutcome:
+    """Run (or resume) the study. ``stop_after`` ends early — for tests. ``log``: instead of a console, every
+    line (stages and details) goes to this function."""
     t_start = time.time()
     console = console or (console_for(log) if log else Console())
     study_path = Path(study_path)
@@ -83,71 +94,46 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     out = study_output(study_path, out, st)
     with study_lock(out):
         atomic_write_json(out / "study.json", st.model_dump())
-        clock = Clock(out, console, start=t_start)
-        pages_dir = _pages(st, base, out, clock)
-        ps = load_pageset(pages_dir)
-        plan = None
-        if st.sequential is not None:  # the page budget checked before anything is quantized or served
-            from quantgate.study.sequential import judged_ids, make_plan
-
-            plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit))
-        levels, noise_level = variant_levels(st)
-        variants = {v.name: out / "variants" / v.name for v in st.variants}  # where _quantize_all writes each
-        ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
-                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out), ps, plan)
+        ctx = _prepare(st, base, out, Clock(out, console, start=t_start))
         model = resolve_path(base, st.model)
         if stop_after == "quantize":
-            _quantize_all(st, model, pages_dir, out, clock)
-            return {}
+            _quantize_all(ctx, model)
+            return StudyOutcome(out=str(out), stopped_after="quantize")
         with ExitStack() as servers_open:
             servers = _servers(ctx, servers_open)
             # all_at_once: a variant's server starts as soon as its weights are written, beside the next
             # variant's quantization, so quantizing hides behind the starts instead of preceding them
-            ready = (lambda v: _prestart(ctx, v, levels, servers)) if st.servers == "all_at_once" else None
-            _quantize_all(st, model, pages_dir, out, clock, ready=ready)
-            _serve_all(ctx, levels, servers)
+            ready = (lambda v: _prestart(ctx, v, servers)) if st.servers == "all_at_once" else None
+            _quantize_all(ctx, model, ready=ready)
+            _serve_all(ctx, servers)
         if stop_after == "serve":
-            return {}
-        # score (from the records; seconds)
-        metrics = parse_metric_list(st.metrics)
-        scores: dict[tuple[str, int], dict[str, dict]] = {}
-        with clock.stage("score", "score", unit="run") as stage:
-            for v in st.variants:
-                rdir = out / "runs" / v.name
-                for c in sorted({int(x["concurrency"]) for x in _levels(rdir)}):
-                    preds = load_predictions(rdir, ps, st.split, c)
-                    # a sequential pass scores the pages it served; the fixed design scores a missing page as empty
-                    rows = score_pages(ps, preds, metrics, st.split, only=set(preds) if plan else None)
-                    if st.limit:
-                        rows = [r for r in rows if r["page_id"] in preds]
-                    write_scores(out / score_file(v.name, c), rows)
-                    scores[(v.name, c)] = {r["page_id"]: r for r in rows}
-                    stage.advance()
+            return StudyOutcome(out=str(out), stopped_after="serve")
+        scores = _score_all(ctx)
         if stop_after == "score":
-            return {}
-        # compare at the first concurrency level (the baseline's other level is its noise run), report. The
-        # verdicts are made from the score files just written, the way the gate makes them again.
-        c0 = st.concurrency[0]
-        with clock.stage("report", "compare and report", unit=None):
-            decisions: dict = {}
-            verdicts, lm_verdicts = study_verdicts(st, out, pages_file=judged_pages(pages_dir, out), decisions=decisions)
-            lm = {"verdicts": lm_verdicts, "runs": lmeval_runs(st, out)} if st.lm_eval else None
-            inputs = verdict_inputs(st, out, judged_pages(pages_dir, out))
-            worst = worst_pages(st, ps, out, scores, c0)
-            report = build_report(st.model_dump(), out, ps.sha256, variants, verdicts, c0, noise_level, worst,
-                                  lm_eval=lm, inputs=inputs, sequential=decisions or None,
-                                  time_budget=time_budget(st, out, clock))
-            write_reports(report, out)
-        return report
+            return StudyOutcome(out=str(out), stopped_after="score")
+        return StudyOutcome(out=str(out), summary=_report(ctx, scores))
+
+
+def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
+    """The page set (synthesized when the study asks), a sequential study's plan (its page budget checked
+    before anything is quantized or served), the lm-eval tasks, and the backend's paths resolved."""
+    from quantgate.io.pageset import load_pageset
+    from quantgate.judge.replay import judged_ids, make_plan
+
+    pages_dir = _pages(st, base, out, clock)
+    ps = load_pageset(pages_dir)
+    plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit)) if st.sequential else None
+    return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
+                st.backend.resolved(base, out), plan)
 
 
 def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
     """The study's page set: its folder, or the synthetic set under ``out/pages``, rebuilt when the recorded
-    spec differs from the study's (``heldout.synth_reuse``)."""
+    spec differs from the study's (``pages.synth_reuse``)."""
     from quantgate.pages.synth_reuse import ensure_synth_pages
 
     if not st.pages.synth:
-        return resolve_path(base, st.pages.path)
+        return resolve_path(base, st.pages.path or "")
     pages_dir, sy = out / "pages", st.pages.synth
     with clock.stage("pages", f"pages: {sy.n} synthetic ({sy.profile})", unit=None) as stage:
         if not ensure_synth_pages(pages_dir, **sy.model_dump(), log=clock.console.detail):
@@ -156,34 +142,28 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
     return pages_dir
 
 
-def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock,
-                  ready: Callable[[VariantSpec], None] | None = None) -> None:
+def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] | None = None) -> None:
     """Every variant's weights under ``out/variants/<name>`` (reused when their inputs match); ``ready(v)``
     is called as each one is written."""
     from quantgate.quantize import quantize
 
+    st, clock = ctx.st, ctx.clock
     for v in st.variants:
-        vdir = out / "variants" / v.name
         with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", unit=None, variant=v.name) as stage:
-            def log(msg: str, stage=stage) -> None:
-                if "reusing it" in msg:
-                    stage.reused = True
-                    stage.set_note("reused")
-                elif msg.startswith("calibrating on"):
-                    stage.set_note(msg.split(" from ")[0])
-                clock.console.detail(msg)
-
-            quantize(model, v.recipe, vdir, calibration=pages_dir, samples=st.calibration_samples, prompt=st.prompt,
-                     overwrite=True, record_root=out, log=log)
+            result = quantize(model, v.recipe, ctx.variant_dir(v.name), calibration=ctx.pages_dir,
+                              samples=st.calibration_samples, prompt=st.prompt, overwrite=True, record_root=ctx.out,
+                              log=clock.console.detail, note=stage.set_note)
+            if result.reused:
+                stage.reused = True
+                stage.set_note("reused")
         if ready is not None:
             ready(v)
 
 
-def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
+def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
     """One (not yet started) server per variant, each stopped when ``stack`` closes, whatever happens."""
     from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
-    from quantgate.serve.server import SharedServer
 
     st, clock = ctx.st, ctx.clock
     at_once = st.servers == "all_at_once"
@@ -200,8 +180,8 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
         gpu = str(st.gpus[i % len(st.gpus)]) if st.gpus else None
         env = {**v.server_env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
         layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env))
-        return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variants[v.name],
-                            ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting, env=env,
+        return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variant_dir(v.name),
+                            ctx.run_dir(v.name) / "server.log", clock.console.detail, starting, env=env,
                             layout=layout)
 
     servers = {v.name: server_for(i, v) for i, v in enumerate(st.variants)}
@@ -210,12 +190,12 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
     return servers
 
 
-def _prestart(ctx: _Ctx, v: VariantSpec, levels: dict[str, list[int]], servers: dict) -> None:
-    if _needs_server(ctx, v, levels[v.name]):
+def _prestart(ctx: _Ctx, v: VariantSpec, servers: dict[str, SharedServer]) -> None:
+    if _needs_server(ctx, v):
         servers[v.name].prestart()
 
 
-def _serve_all(ctx: _Ctx, levels: dict[str, list[int]], servers: dict) -> None:
+def _serve_all(ctx: _Ctx, servers: dict[str, SharedServer]) -> None:
     """Each variant through its server (``_servers``) for its page runs and then its lm-eval run; the variants'
     pages one variant at a time (a speed level is measured with only its own server busy).
 
@@ -229,22 +209,22 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]], servers: dict) -> None:
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
     if st.servers == "all_at_once":
         for v in order:
-            _prestart(ctx, v, levels, servers)  # no-op for those started during quantization
+            _prestart(ctx, v, servers)  # no-op for those started during quantization
         for server in servers.values():
             server.wait_started()  # no page is timed while another server compiles
     for i, v in enumerate(order):
         nxt = order[i + 1] if i + 1 < len(order) else None
         beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
-        prestart = servers[nxt.name].prestart if beside and _needs_server(ctx, nxt, levels[nxt.name]) else None
-        _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
+        prestart = servers[nxt.name].prestart if nxt is not None and beside and _needs_server(ctx, nxt) else None
+        _serve_variant(ctx, v, servers[v.name], prestart)
         servers[v.name].close()
 
 
-def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec) -> bool:
+def _may_share_device(st: Study, backend: BackendOptions, a: VariantSpec, b: VariantSpec) -> bool:
     """Whether b's server may start while a's still runs: not when both are GPU servers that each take most of
-    one GPU's memory by default (vLLM refuses to start below its memory fraction) — unless the study sets the
-    fraction, or puts them on different GPUs."""
-    if "gpu_memory_utilization" not in type(backend).model_fields or backend.gpu_memory_utilization:
+    one GPU's memory as configured (vLLM refuses to start below its memory fraction) — unless the study puts
+    them on different GPUs."""
+    if not backend.takes_most_of_a_gpu():
         return True
     if st.gpus:
         names = [v.name for v in st.variants]
@@ -253,53 +233,53 @@ def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec) -> boo
     return False
 
 
-def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:
+def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:
     """Whether a variant has anything left to send — a guess from its files that decides only whether
     its server is started ahead of time; the page runs and lm-eval decide for themselves."""
-    if ctx.lm is not None and not ctx.lm.done(ctx.variants[v.name], ctx.out / "lmeval" / v.name):
+    if ctx.lm is not None and not ctx.lm.done(ctx.variant_dir(v.name), ctx.out / "lmeval" / v.name):
         return True
-    run = ctx.out / "runs" / v.name / "run.json"
-    if not run.is_file():
+    path = ctx.run_dir(v.name) / "run.json"
+    if not path.is_file():
         return True
-    man = json.loads(run.read_text("utf-8"))
-    have = {lv["concurrency"]: lv for lv in man.get("levels", [])}
-    c0 = ctx.st.concurrency[0]
+    run = read_record_file(RunManifest, path)
+    have = {lv.concurrency: lv for lv in run.levels}
+    levels, c0 = ctx.st.levels_of(v.name), ctx.st.compare_level
     if ctx.plan is not None and c0 in have:
-        seq = man.get("sequential") or {}
-        finished = seq.get("stop") if v.name != ctx.st.baseline else have[c0]["n_requests"] >= ctx.plan.n_max
+        finished = (run.sequential is not None and run.sequential.stop) if v.name != ctx.st.baseline \
+            else have[c0].n_requests >= ctx.plan.n_max
         if not finished:
             return True
         levels = [c for c in levels if c != c0]
-    return any(c not in have or have[c]["n_requests"] < ctx.n_pages or have[c]["n_errors"] for c in levels)
+    return any(c not in have or have[c].n_requests < ctx.n_pages or have[c].n_errors for c in levels)
 
 
-def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestart_next) -> None:
+def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_next: Callable[[], None] | None) -> None:
     """One variant's page runs at its levels, then its lm-eval run, through ``server`` (started on first
     use: not at all when everything is recorded). ``prestart_next`` starts the next variant's server
     once the page runs are done."""
-    from quantgate.serve import serve_variant
-    from quantgate.study.sequential import accuracy_pass
+    from quantgate.serve import ServeHooks, ServeOptions, serve_variant
+    from quantgate.study.passes import accuracy_pass
 
-    st, clock, vdir = ctx.st, ctx.clock, ctx.variants[v.name]
-    rdir = ctx.out / "runs" / v.name
-    noise = variant_levels(st)[1]
+    st, clock, vdir = ctx.st, ctx.clock, ctx.variant_dir(v.name)
     stages = ExitStack()
 
     def on_level(c: int, n: int | None):
-        what = " (noise run)" if v.name == st.baseline and c == noise else ""
-        if ctx.plan is not None and c == st.concurrency[0]:
+        what = " (noise run)" if v.name == st.baseline and c == st.noise_level else ""
+        if ctx.plan is not None and c == st.compare_level:
             what = " (sequential)" if v.name != st.baseline else " (sequential page budget)"
         stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
                                                  variant=v.name, concurrency=c))
         return lambda rec: stage.advance()
 
+    options = ServeOptions(split=st.split, concurrency=st.levels_of(v.name), max_tokens=st.max_tokens,
+                           prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s, limit=st.limit, overwrite=True,
+                           record_root=ctx.out)
+    batches = {} if ctx.plan is None else {
+        st.compare_level: accuracy_pass(st, ctx.plan, ctx.ps, ctx.out, v.name, clock.console.detail)}
     with stages:
-        serve_variant(vdir, ctx.pages_dir, server.backend, rdir, split=st.split, concurrency=levels,
-                      max_tokens=st.max_tokens, prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s,
-                      limit=st.limit, overwrite=True, on_level=on_level, level_done=lambda c: stages.close(),
-                      server=server, record_root=ctx.out, layout=server.layout, log=clock.console.detail,
-                      batches=None if ctx.plan is None else {st.concurrency[0]: accuracy_pass(
-                          st, ctx.plan, ctx.ps, ctx.out, v.name, variant_levels(st)[1], clock.console.detail)})
+        serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
+                      ServeHooks(on_level=on_level, level_done=lambda c: stages.close(), server=server,
+                                 layout=server.layout, batches=batches, log=clock.console.detail))
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
@@ -311,8 +291,47 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestar
                                record_root=ctx.out, log=clock.console.detail)
 
 
-def _levels(rdir: Path) -> list[dict[str, Any]]:
-    return json.loads((rdir / "run.json").read_text("utf-8"))["levels"]
+def _score_all(ctx: _Ctx) -> Scores:
+    """Every variant's records at every level it was served at, scored (from the records; seconds) and written
+    to the score files the verdicts are made from."""
+    from quantgate.io.scores import write_scores
+    from quantgate.score import load_predictions, parse_metric_list, score_pages
+
+    st, out, ps = ctx.st, ctx.out, ctx.ps
+    metrics = parse_metric_list(st.metrics)
+    scores: Scores = {}
+    with ctx.clock.stage("score", "score", unit="run") as stage:
+        for v in st.variants:
+            rdir = ctx.run_dir(v.name)
+            for c in sorted({lv.concurrency for lv in read_record_file(RunManifest, rdir / "run.json").levels}):
+                preds = load_predictions(rdir, ps, st.split, c)
+                # a sequential pass scores the pages it served; the fixed design scores a missing page as empty
+                rows = score_pages(ps, preds, metrics, st.split, only=set(preds) if ctx.plan else None)
+                if st.limit:
+                    rows = [r for r in rows if r.page_id in preds]
+                write_scores(out / score_file(v.name, c), rows)
+                scores[(v.name, c)] = {r.page_id: r for r in rows}
+                stage.advance()
+    return scores
+
+
+def _report(ctx: _Ctx, scores: Scores) -> Summary:
+    """The verdicts at the first concurrency level (the baseline's other level is its noise run), made from the
+    score files just written the way the gate makes them again, and the report."""
+    from quantgate.report import build_summary, write_reports
+
+    st, out = ctx.st, ctx.out
+    with ctx.clock.stage("report", "compare and report", unit=None):
+        decisions: dict[str, SequentialDecision] = {}
+        pages_file = judged_pages(ctx.pages_dir, out)
+        verdicts, lm_verdicts = study_verdicts(st, out, pages_file=pages_file, decisions=decisions)
+        lm = LmEvalSection(verdicts=lm_verdicts or [], runs=lmeval_runs(st, out)) if st.lm_eval else None
+        summary = build_summary(st, out, ctx.ps.sha256, {v.name: ctx.variant_dir(v.name) for v in st.variants},
+                                verdicts, worst_pages(st, ctx.ps, out, scores, st.compare_level), lm_eval=lm,
+                                inputs=verdict_inputs(st, out, pages_file), sequential=decisions or None,
+                                time_budget=time_budget(st, out, ctx.clock))
+        write_reports(summary, out)
+    return summary
 
 
 def judged_pages(pages_dir: Path, out: Path) -> Path:
@@ -328,17 +347,3 @@ def judged_pages(pages_dir: Path, out: Path) -> Path:
     if not copy.is_file() or copy.read_bytes() != data:
         atomic_write_bytes(copy, data)
     return copy
-
-
-def with_compile_cache(spec, base: Path, out: Path):
-    """The study's backend block with its compile cache resolved, for backends that have one (vLLM): every
-    server of the study shares ``<out>/.vllm-cache`` unless the study names a folder (relative to the study
-    file) or ``none``, so each variant compiles once and later starts (a resumed study, a rerun) load it."""
-    if "compile_cache" not in type(spec).model_fields:
-        return spec
-    cc = spec.compile_cache
-    if cc is None:
-        cc = str((out / ".vllm-cache").resolve())
-    elif cc.lower() != "none":
-        cc = str(resolve_path(base, os.path.expanduser(cc)).resolve())
-    return spec.model_copy(update={"compile_cache": cc})

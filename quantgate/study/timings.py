@@ -10,27 +10,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
 from quantgate.io.console import Console, Stage
 from quantgate.io.fileio import append_jsonl
-from quantgate.schema.run import BudgetRow, Record, TimeBudget
+from quantgate.schema.timings import BudgetRow, StageName, StageTiming, TimeBudget
+from quantgate.study.spec import Study
 
 TIMINGS = "timings.jsonl"
-StageName = Literal["pages", "quantize", "server_start", "pages_run", "lmeval", "score", "report"]
-
-
-class StageTiming(Record):
-    schema_version: int = 1
-    session: str  # one run of `quantgate study`
-    stage: StageName
-    variant: str | None = None
-    concurrency: int | None = None
-    count: int | None = None  # requests sent, pages synthesized, runs scored
-    reused: bool = False  # nothing was left to do: the files on disk were reused
-    background: bool = False  # ran beside another stage (a server started during the previous lm-eval)
-    start: float  # unix time
-    wall_s: float
 
 
 class Clock:
@@ -69,7 +55,7 @@ def _union_s(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-def time_budget(st, out: Path, clock: Clock, now: float | None = None) -> TimeBudget:
+def time_budget(st: Study, out: Path, clock: Clock, now: float | None = None) -> TimeBudget:
     """This run's wall time split by part and variant, from its ``timings.jsonl`` lines and the stages still
     under way (the report stage, while the report is built); generation from the request records inside each
     page stage's window (``requests.jsonl``: each request from send, after its image was read, to its last
@@ -79,7 +65,7 @@ def time_budget(st, out: Path, clock: Clock, now: float | None = None) -> TimeBu
 
     now = time.time() if now is None else now
     out = Path(out)
-    c0 = st.concurrency[0]
+    c0 = st.compare_level
     stages = [StageTiming.model_validate(o) for _, o in read_jsonl(clock.path, repair_torn_tail=True)
               if o.get("session") == clock.session] if clock.path.is_file() else []
     stages += [StageTiming(session=clock.session, stage=s, variant=v, start=t0, wall_s=now - t0)

@@ -5,7 +5,8 @@ the score files it claims to rest on.
 Page verdicts: each candidate against the baseline at the study's first concurrency level, the
 baseline's second level as its noise run, per metric, with the declared margin (the registry's when
 the study declares none), seed, resamples, min_pages and test. lm-eval verdicts (``study.lmeval``)
-join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study."""
+join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study
+(``judge.family``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,19 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
-from quantgate.study.spec import Study, effective_margins
+from quantgate.io.scores import read_scores
+from quantgate.judge.compare import compare_scores
+from quantgate.judge.family import adjust_family
+from quantgate.judge.replay import judged_ids, make_plan, replay, verdict_rows
+from quantgate.schema.scores import ScoreRow
+from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
+from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
+from quantgate.study.spec import Study
 
 SCORES = "scores"
+Rows = dict[str, ScoreRow]
+ReadScores = Callable[[str], Rows]
 
 
 def score_file(variant: str, level: int) -> str:
@@ -24,27 +35,17 @@ def score_file(variant: str, level: int) -> str:
     return f"{SCORES}/{variant}-c{level}.jsonl"
 
 
-def levels(st: Study) -> tuple[int, int | None]:
-    """(the level verdicts are made at, the baseline's noise level or None)."""
-    lv = list(st.concurrency)
-    return lv[0], st.noise_concurrency or (lv[1] if len(lv) > 1 else None)
-
-
 def used_score_files(st: Study) -> list[str]:
-    c0, noise = levels(st)
-    files = [score_file(v.name, c0) for v in st.variants]
-    return files + ([score_file(st.baseline, noise)] if noise else [])
+    files = [score_file(v.name, st.compare_level) for v in st.variants]
+    return files + ([score_file(st.baseline, st.noise_level)] if st.noise_level else [])
 
 
-def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]], pages_file: Path | None = None,
-                  decisions: dict | None = None) -> list[dict]:
-    """One row per candidate × metric (variant first, then every ``Verdict`` field). ``read`` maps a
-    score file's study-relative path to its rows (``scoring.read_scores``). A sequential study
-    (``study.sequential``) needs the judged ``pages_file`` (the serving order is made from it) and puts
-    each candidate's ``SequentialDecision`` into ``decisions``."""
-    from quantgate.judge.compare import compare_scores
-
-    c0, noise_level = levels(st)
+def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
+                  decisions: dict[str, SequentialDecision] | None = None) -> list[VariantVerdict]:
+    """One verdict per candidate × metric. ``read`` maps a score file's study-relative path to its rows
+    (``io.scores.read_scores``). A sequential study (``study.sequential``) needs the judged ``pages_file``
+    (the serving order is made from it) and puts each candidate's ``SequentialDecision`` into ``decisions``."""
+    c0, noise_level = st.compare_level, st.noise_level
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
     if st.sequential is not None:
@@ -60,25 +61,23 @@ def page_verdicts(st: Study, read: Callable[[str], dict[str, dict]], pages_file:
                                      equivalence=st.test == "equivalence", exact=st.test == "exact",
                                      names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"),
                                      noise_name=f"{st.baseline}@c{noise_level} (noise run)")
-            rows.append({"variant": v.name, **verdict.model_dump()})
+            rows.append(VariantVerdict(variant=v.name, **verdict.model_dump()))
     return rows
 
 
-def _sequential_verdicts(st, read, base, noise, pages_file, decisions) -> list[dict]:
-    from quantgate.study.sequential import judged_ids, make_plan, replay, verdict_rows
-
+def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None, pages_file: Path | None,
+                         decisions: dict[str, SequentialDecision] | None) -> list[VariantVerdict]:
     if pages_file is None:
         raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
     plan = make_plan(st, judged_ids(pages_file, st.split, st.limit))
-    c0 = levels(st)[0]
     rows = []
     for v in st.variants:
         if v.name == st.baseline:
             continue
-        cand = read(score_file(v.name, c0))
+        cand = read(score_file(v.name, st.compare_level))
         dec, nxt = replay(st, plan, base, cand, noise)
-        if nxt is not None:
-            raise InputError(f"{score_file(v.name, c0)}: the sequential pass of {v.name} is unfinished ("
+        if nxt is not None or dec is None:
+            raise InputError(f"{score_file(v.name, st.compare_level)}: the sequential pass of {v.name} is unfinished ("
                              + ("no look made yet" if dec is None else f"look {dec.look} of {len(plan.looks)} made, "
                                 f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
         if decisions is not None:
@@ -87,27 +86,16 @@ def _sequential_verdicts(st, read, base, noise, pages_file, decisions) -> list[d
     return rows
 
 
-def adjust_family(rows: list[dict]) -> list[dict]:
-    """``p_regression_holm`` over every verdict of the study (page and lm-eval ones together)."""
-    from quantgate.judge.stats import holm
-
-    adj = holm([r["p_regression"] for r in rows]) if rows else []
-    return [{**r, "p_regression_holm": a} for r, a in zip(rows, adj, strict=True)]
-
-
-def study_verdicts(st: Study, out: Path, read: Callable[[str], dict[str, dict]] | None = None,
-                   pages_file: Path | None = None, decisions: dict | None = None
-                   ) -> tuple[list[dict], list[dict] | None]:
-    """(page verdict rows, lm-eval verdict rows or None), family-adjusted. ``pages_file``, ``decisions``:
-    for a sequential study (``page_verdicts``)."""
-    from quantgate.score.scores import read_scores
-    from quantgate.study.lmeval import lmeval_verdicts
-
+def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_file: Path | None = None,
+                   decisions: dict[str, SequentialDecision] | None = None
+                   ) -> tuple[list[VariantVerdict], list[LmEvalVerdict] | None]:
+    """(page verdicts, lm-eval verdicts or None), family-adjusted. ``pages_file``, ``decisions``: for a
+    sequential study (``page_verdicts``)."""
     read = read or (lambda rel: read_scores(Path(out) / rel))
-    pages = page_verdicts(st, read, pages_file, decisions)
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
-    family = adjust_family(pages + lm)
-    return family[: len(pages)], (family[len(pages):] if st.lm_eval else None)
+    family = adjust_family([*page_verdicts(st, read, pages_file, decisions), *lm])
+    pages = [v for v in family if isinstance(v, VariantVerdict)]
+    return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
 
 
 def relative_inside(path: Path, out: Path) -> str | None:
@@ -126,15 +114,13 @@ def inside(path: Path, out: Path, what: str) -> str:
     return rel
 
 
-def verdict_inputs(st: Study, out: Path, pages_file: Path) -> dict:
+def verdict_inputs(st: Study, out: Path, pages_file: Path) -> VerdictInputs:
     """``summary.json``'s ``inputs``: the margins as used and the sha256 of every file the verdicts rest
     on, by study-relative path (``pages_file``: the judged pages.jsonl, inside the study folder)."""
-    from quantgate.study.lmeval import lmeval_files
-
     out = Path(out)
     files = [pages_file] + [out / f for f in used_score_files(st)]
     if st.lm_eval:
         files += lmeval_files(st, out)
     rels = {inside(f, out, "file"): f for f in files}
-    return {"margins": effective_margins(st), "pages": inside(pages_file, out, "pages.jsonl"),
-            "files": {rel: sha256_file(f) for rel, f in rels.items()}}
+    return VerdictInputs(margins=st.margins_used(), pages=inside(pages_file, out, "pages.jsonl"),
+                         files={rel: sha256_file(f) for rel, f in rels.items()})

@@ -30,10 +30,11 @@ from quantgate.io.fileio import (
     read_jsonl,
     sha256_file,
 )
-from quantgate.schema.run import parse_record
+from quantgate.schema.base import parse_record
 from quantgate.schema.tune import Trial, TuneFile, TuneInputs
 from quantgate.tune import policy
-from quantgate.tune.study import load_user_study, measured_of, run_study, study_settings_sha, trial_study
+from quantgate.tune import report as _report  # noqa: F401  (registers the tune's section of the study report)
+from quantgate.tune.study import load_user_study, run_study, study_settings_sha, trial_study
 
 TUNE_DIR = "tune"
 TRIALS = "trials.jsonl"
@@ -195,7 +196,7 @@ class Tuner:
             write_reports(load_summary(self.out), self.out)
 
     def _available(self) -> int | None:
-        from quantgate.pages import load_pageset
+        from quantgate.io.pageset import load_pageset
         from quantgate.study.spec import resolve_path
 
         d = self.out / "pages" if self.st.pages.synth else resolve_path(self.base, self.st.pages.path)
@@ -280,9 +281,9 @@ class Tuner:
                  + (f", {limit} pages" if limit else ""))
         t0 = time.time()
         run = self.run_study or run_study
-        report = run(study_file, self.out, self.log)
-        measured = measured_of(report, variant)
-        weights = next((v["weights_bytes"] for v in report.get("variants", []) if v["name"] == variant), None)
+        result = run(study_file, self.out, self.log)
+        measured = result.measured.get(variant, [])
+        weights = result.weights_bytes.get(variant)
         action = policy.next_action(self.sens, rec.assignment, measured, formats=self.formats, exclude=exclude,
                                     limit=limit, available=self._available(), feasible=self._feasible)
         trial = Trial(trial=k, variant=variant, recipe=str(recipe_file.relative_to(self.out)),

@@ -4,21 +4,19 @@ recipe drawn on it and the predicted (summed KL) damage of each trial against it
 page-score change — whether the additive model held.
 
 Read from ``OUT/tune/*/tune.json`` and the sensitivity file each tune copied beside it; a study
-folder without them gets no section. Only the two record types are imported, no stage."""
+folder without them gets no section. Registered with ``report.sections``, which imports nothing of the tune."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.schema.run import parse_record
+from quantgate.report.html import COLOR, WORD, figure_svg, template_env
+from quantgate.report.sections import register_section
+from quantgate.schema.base import parse_record
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.schema.tune import Measured, TuneFile
 from quantgate.sensitivity.budget import human
-
-WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
-        "not_equivalent": "NOT EQUIVALENT"}
-COLOR = {"within_noise": "tab:green", "regression": "tab:red", "inconclusive": "tab:orange", "not_equivalent": "tab:red"}
 
 
 def load_tunes(out: Path) -> list[tuple[TuneFile, SensitivityFile | None]]:
@@ -97,20 +95,12 @@ def markdown_lines(out: Path) -> list[str]:
     return lines
 
 
-def _svg(fig) -> str:
-    from quantgate.report.html import _svg as svg
-
-    return svg(fig)
-
-
 def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: dict[str, list[str]]) -> str:
     """Groups (rows, layer × kind) × formats (columns, largest first); colour = log10 KL; the recipe's
     format per group boxed; formats the tune ruled out crossed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
 
     t = sens.table()
     cols = ["bf16"] + sorted(sens.formats, key=lambda f: -sum(t[(g.name, f)].bytes for g in sens.groups))
@@ -122,7 +112,8 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
     pos = kl[np.isfinite(kl) & (kl > 0)]
     floor = float(pos.min()) if pos.size else 1e-12
     logkl = np.log10(np.where(np.isfinite(kl), np.maximum(kl, floor), np.nan))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.0 * len(cols), 0.8 + 0.32 * len(rows)))
+    fig = Figure(figsize=(1.6 + 1.0 * len(cols), 0.8 + 0.32 * len(rows)))
+    ax = fig.subplots()
     im = ax.imshow(np.ma.masked_invalid(logkl), cmap="magma_r", aspect="auto")
     ax.set_xticks(range(len(cols)), cols)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -140,19 +131,16 @@ def heatmap_svg(sens: SensitivityFile, chosen: dict[str, str] | None, excluded: 
                     ax.plot([j - 0.42, j + 0.42], [i - 0.4 * d, i + 0.4 * d], color="lime", lw=1.2)
         if chosen and g in chosen:
             j = cols.index(chosen[g])
-            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:cyan", lw=2.5))
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="tab:cyan", lw=2.5))
     cb = fig.colorbar(im, ax=ax, fraction=0.05)
     cb.set_label("log10 KL (nats/token)")
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def damage_svg(tunes: list[TuneFile]) -> str | None:
     """Predicted summed KL (x, log) against the measured change of the first page metric (y, oriented
     so that up is worse), one point per trial with its 90% interval; the margin as a line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     pts = []
     for k, tf in enumerate(tunes):
@@ -162,7 +150,8 @@ def damage_svg(tunes: list[TuneFile]) -> str | None:
                 pts.append((k, tf.name, t, m))
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    fig = Figure(figsize=(5.6, 3.8))
+    ax = fig.subplots()
     markers = "osD^v<>p*h"
     seen = set()
     for k, name, t, m in pts:
@@ -184,7 +173,7 @@ def damage_svg(tunes: list[TuneFile]) -> str | None:
     ax.set_title(f"dotted: margin{'s' if len(margins) > 1 else ''}; colour: the {metric} verdict", fontsize=8)
     if len(seen) > 1:
         ax.legend(fontsize=7)
-    return _svg(fig)
+    return figure_svg(fig)
 
 
 def html_sections(out: Path) -> list[str]:
@@ -194,7 +183,7 @@ def html_sections(out: Path) -> list[str]:
     tunes = load_tunes(out)
     if not tunes:
         return []
-    env = _env()
+    env = template_env("quantgate.tune")
     blocks = []
     for tf, sens in tunes:
         chosen = next((t for t in tf.trials if t.trial == tf.chosen), None)
@@ -218,11 +207,6 @@ def html_sections(out: Path) -> list[str]:
     return blocks
 
 
-def _env():
-    from jinja2 import Environment, PackageLoader, StrictUndefined
-
-    return Environment(loader=PackageLoader("quantgate.tune", "templates"), autoescape=True,
-                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-
-
 __all__ = ["html_sections", "load_tunes", "markdown_lines", "trial_rows", "trials_text"]
+
+register_section("tune", markdown_lines, html_sections)  # the report imports no tune: the tune adds itself

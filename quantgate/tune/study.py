@@ -1,17 +1,19 @@
 """The study side of a tune: the user's study read (it may list the baseline alone), a trial's study
 written from it (paths absolute, the tune's variants added), the study run, and the trial's verdicts
-read back from the report it returns."""
+read from the report it returns (``TrialStudy``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from quantgate.errors import InputError
-from quantgate.schema.tune import Measured
+from quantgate.schema.summary import Summary
+from quantgate.schema.tune import Measured, TrialStudy
 
 
 def study_settings_sha(st) -> str:
@@ -53,19 +55,20 @@ def trial_study(st, base: Path, out: Path, variants: list[tuple[str, str]], limi
     return d
 
 
-def measured_of(report: dict, variant: str) -> list[Measured]:
-    rows = [Measured(source="pages", metric=v["metric"], verdict=v["verdict"], reason=v.get("reason"),
-                     higher_is_better=v["higher_is_better"], n=v["n"], baseline_mean=v.get("baseline_mean"),
-                     candidate_mean=v.get("candidate_mean"), delta=v["delta"], ci_low=v["ci_low"], ci_high=v["ci_high"],
-                     margin=v["margin"], pages_needed=v.get("pages_needed"), pages_changed=v.get("pages_changed"))
-            for v in report.get("verdicts", []) if v["variant"] == variant]
-    for v in (report.get("lm_eval") or {}).get("verdicts", []):
-        if v["variant"] == variant:
-            rows.append(Measured(source="lm_eval", metric=f"{v['task']} {v['metric']}", verdict=v["verdict"],
-                                 higher_is_better=v["higher_is_better"], n=v["n"], baseline_mean=v["baseline"],
-                                 candidate_mean=v["candidate"], delta=v["delta"], ci_low=v["ci_low"],
-                                 ci_high=v["ci_high"], margin=v["margin"]))
-    return rows
+def trial_outcome(report: Summary) -> TrialStudy:
+    """What a trial's study gave the tune: each variant's verdicts as the next step reads them, and its size."""
+    measured: dict[str, list[Measured]] = {}
+    for v in report.verdicts:
+        measured.setdefault(v.variant, []).append(Measured(
+            source="pages", metric=v.metric, verdict=v.verdict, reason=v.reason, higher_is_better=v.higher_is_better,
+            n=v.n, baseline_mean=v.baseline_mean, candidate_mean=v.candidate_mean, delta=v.delta, ci_low=v.ci_low,
+            ci_high=v.ci_high, margin=v.margin, pages_needed=v.pages_needed, pages_changed=v.pages_changed))
+    for x in report.lm_eval.verdicts if report.lm_eval else []:
+        measured.setdefault(x.variant, []).append(Measured(
+            source="lm_eval", metric=f"{x.task} {x.metric}", verdict=x.verdict, higher_is_better=x.higher_is_better,
+            n=x.n, baseline_mean=x.baseline, candidate_mean=x.candidate, delta=x.delta, ci_low=x.ci_low,
+            ci_high=x.ci_high, margin=x.margin))
+    return TrialStudy(measured=measured, weights_bytes={v.name: v.weights_bytes for v in report.variants})
 
 
 def load_user_study(path: Path):
@@ -92,7 +95,11 @@ def load_user_study(path: Path):
     return st.model_copy(update={"variants": st.variants[:1]})
 
 
-def run_study(study_file: Path, out: Path, log) -> dict:
+def run_study(study_file: Path, out: Path, log: Callable[[str], None]) -> TrialStudy:
+    """The trial's study, run (or resumed) in the tune's study folder."""
     from quantgate.study import run_study
 
-    return run_study(study_file, out, log=log)
+    summary = run_study(study_file, out, log=log).summary
+    if summary is None:  # pragma: no cover - run_study returns a report unless told to stop early
+        raise InputError(f"{study_file}: the study stopped before its report")
+    return trial_outcome(summary)

@@ -24,6 +24,7 @@ def reader_pages(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow  # a whole study of the reader: about 1.5 minutes
 def test_init_writes_a_study_that_runs_as_written(reader_pages, tmp_path):
     yml = tmp_path / "study.yaml"
     r = _qg("init", "--model", str(READER), "--pages", str(reader_pages), "--variants", "fp8-dynamic", "-o", str(yml),
@@ -51,7 +52,7 @@ def test_init_writes_a_study_that_runs_as_written(reader_pages, tmp_path):
 
 
 def test_init_imports_images_with_truth_beside_the_yaml(reader_pages, tmp_path):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     src = load_pageset(reader_pages)
     imgs, truth = tmp_path / "scans", tmp_path / "md"

@@ -11,7 +11,8 @@ import tracemalloc
 
 import pytest
 
-from quantgate.schema.run import RequestRecord, parse_record
+from quantgate.schema.base import parse_record
+from quantgate.schema.run import RequestRecord
 from quantgate.serve.client import RequestSpec, byte_cap, run_level, token_cap
 from tests.support.fake_openai import (
     GOOD,

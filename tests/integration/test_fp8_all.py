@@ -22,10 +22,10 @@ def _formats(plan):
 @pytest.mark.parametrize("model", ["fixture", "reader"])
 def test_fp8_all_quantizes_every_decoder_projection_and_verifies(tiny_models, tmp_path, model):
     src = tiny_models["qwen3_5"] if model == "fixture" else READER
-    m = quantize(src, "fp8-all", tmp_path / "fp8-all", log=lambda s: None)  # raises if verification fails
+    m = quantize(src, "fp8-all", tmp_path / "fp8-all", log=lambda s: None).manifest.model_dump()  # raises if verification fails
     planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
     kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
-    assert verify_checkpoint(tmp_path / "fp8-all", planned, kinds)["modules_checked"] == len(planned)
+    assert verify_checkpoint(tmp_path / "fp8-all", planned, kinds).modules_checked == len(planned)
     by_kind = {}
     for name, fmt in planned.items():
         by_kind.setdefault(kinds[name], set()).add(fmt)
@@ -36,7 +36,7 @@ def test_fp8_all_quantizes_every_decoder_projection_and_verifies(tiny_models, tm
     targets = [t for g in cfg["config_groups"].values() for t in g["targets"]]
     assert any("linear_attn\\.in_proj_a" in t for t in targets) and any("linear_attn\\.out_proj" in t for t in targets)
     # more of the checkpoint in FP8 than the preset that keeps the DeltaNet projections BF16
-    dyn = quantize(src, "fp8-dynamic", tmp_path / "fp8-dynamic", log=lambda s: None)
+    dyn = quantize(src, "fp8-dynamic", tmp_path / "fp8-dynamic", log=lambda s: None).manifest.model_dump()
     assert m["size"]["weights_bytes"] < dyn["size"]["weights_bytes"]
 
 
@@ -58,7 +58,7 @@ def test_narrow_gate_projections_stay_bf16_by_the_width_rule(tmp_path):
 def test_fp8_lm_head_on_an_untied_model_and_refused_on_a_tied_one(tmp_path):
     import shutil
 
-    m = quantize(READER, "fp8-all-lm-head", tmp_path / "lm", log=lambda s: None)
+    m = quantize(READER, "fp8-all-lm-head", tmp_path / "lm", log=lambda s: None).manifest.model_dump()
     assert {r["module"]: r["format"] for r in m["plan"]["modules"]}["lm_head"] == "fp8"
     tied = tmp_path / "tied"
     shutil.copytree(READER, tied)

@@ -16,6 +16,7 @@ from PIL import Image
 
 from quantgate.errors import InputError, UnsafeInputError
 from quantgate.io.fileio import append_jsonl, read_jsonl
+from quantgate.serve.run import ServeHooks, ServeOptions
 
 from .test_reliability import StubBackend
 
@@ -116,7 +117,7 @@ def test_hostile_chat_template_is_refused_before_any_work(llava, pageset, tmp_pa
     cfg = json.loads((m / "tokenizer_config.json").read_text())
     (m / "tokenizer_config.json").write_text(json.dumps({**cfg, "chat_template": NESTED_LOOPS}))
     with pytest.raises(UnsafeInputError, match=r"tokenizer_config\.json field 'chat_template'"):
-        serve_variant(m, pageset, StubBackend(), tmp_path / "run", log=lambda s: None)
+        serve_variant(m, pageset, StubBackend(), tmp_path / "run", hooks=ServeHooks(log=lambda s: None))
     assert not (tmp_path / "run").exists()
     # A template that grows without bound is stopped by the memory cap, not by the machine.
     (m / "tokenizer_config.json").write_text(json.dumps({**cfg, "chat_template": "{{ 'x' * 4000000000 }}"}))
@@ -170,7 +171,7 @@ def test_requests_jsonl_link_is_not_followed(pageset, tmp_path):
     (variant / "config.json").write_text("{}")
     (variant / "model.safetensors").write_bytes(b"\0" * 8)
     run = tmp_path / "run"
-    serve_variant(variant, pageset, StubBackend(), run, max_tokens=8, log=lambda s: None)
+    serve_variant(variant, pageset, StubBackend(), run, ServeOptions(max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     outside = tmp_path / "elsewhere.jsonl"
     lines = (run / "requests.jsonl").read_bytes().splitlines(keepends=True)
     outside.write_bytes(b"".join(lines[:-1]) + b'{"torn')  # one page left to re-send, and a torn tail
@@ -178,7 +179,7 @@ def test_requests_jsonl_link_is_not_followed(pageset, tmp_path):
     (run / "requests.jsonl").unlink()
     (run / "requests.jsonl").symlink_to(outside)
     with pytest.raises(UnsafeInputError, match=r"requests\.jsonl: is a symbolic link"):
-        serve_variant(variant, pageset, StubBackend(), run, max_tokens=8, log=lambda s: None)
+        serve_variant(variant, pageset, StubBackend(), run, ServeOptions(max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert outside.read_bytes() == before  # neither truncated nor appended to
     # A dangling link is not created through either.
     (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "created.jsonl")
@@ -194,7 +195,7 @@ def _png(path: Path, color=0):
 
 
 def test_pages_import_refuses_links_out_of_their_folder(tmp_path):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.pages.importer import ImportOptions, import_pages
 
     src, truth = tmp_path / "src", tmp_path / "truth"
@@ -260,7 +261,7 @@ def test_quantize_output_link_is_checked_before_building(llava, tmp_path):
 # --- bad bytes in hand-written JSONL ----------------------------------------------------------
 
 def test_read_jsonl_reports_a_non_utf8_line(tmp_path):
-    from quantgate.score.scores import read_scores
+    from quantgate.io.scores import read_scores
 
     f = tmp_path / "scores.jsonl"
     f.write_bytes(b'{"page_id": "a", "ned": 0.1}\n{"page_id": "b\xff", "ned": 0.2}\n')

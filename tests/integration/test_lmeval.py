@@ -59,7 +59,8 @@ def test_both_filters_compare_paired_by_document(two_runs):
     from quantgate.lmeval import compare_lmeval
 
     root, _ = two_runs
-    rows = {r["metric"]: r for r in compare_lmeval(root / "base", root / "cand", default_margin=0.05, n_resamples=1000)}
+    rows = {r.metric: r.model_dump() for r in compare_lmeval(root / "base", root / "cand", default_margin=0.05,
+                                                             n_resamples=1000)}
     assert set(rows) == {STRICT, FLEX}
     for r in rows.values():
         # paired by document (n counts documents, not document × filter); 4 documents are below the

@@ -33,13 +33,13 @@ def all_formats_variant(tmp_path_factory, synth_pageset):
     root = tmp_path_factory.mktemp("numerics")
     src = fixtures.build("qwen3_5", root / "tiny")
     return quantize(src, ALL_FORMATS, root / "all-formats", calibration=synth_pageset, samples=2,
-                    log=lambda s: None), root / "all-formats"
+                    log=lambda s: None).manifest.model_dump(), root / "all-formats"
 
 
 def _page(synth_pageset):
     from PIL import Image
 
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(synth_pageset)
     return Image.open(io.BytesIO(ps.image_bytes(ps.split("heldout")[0]))).convert("RGB")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from quantgate.schema.run import BudgetRow, TimeBudget
+from quantgate.schema.timings import BudgetRow, TimeBudget
 from tests.support.paths import REPO
 
 ROOT = REPO

@@ -31,6 +31,7 @@ def test_presets_ship():
     assert set(PRESETS) <= set(list_presets())
 
 
+@pytest.mark.slow  # 1.5 to 3.5 minutes an architecture: every preset quantized, loaded and served
 @pytest.mark.parametrize("arch", fixtures.ARCHITECTURES)
 def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pageset, tmp_path, arch):
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -41,11 +42,11 @@ def test_every_preset_quantizes_verifies_loads_and_serves(tiny_models, synth_pag
     src_bytes = (tiny_models[arch] / "model.safetensors").stat().st_size
     for preset in PRESETS:
         out = tmp_path / preset
-        m = quantize(tiny_models[arch], preset, out, calibration=synth_pageset, samples=2, log=lambda s: None)
+        m = quantize(tiny_models[arch], preset, out, calibration=synth_pageset, samples=2, log=lambda s: None).manifest.model_dump()
         planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
         kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
         # the checkpoint says what the plan says, module by module
-        assert verify_checkpoint(out, planned, kinds)["modules_checked"] == len(planned)
+        assert verify_checkpoint(out, planned, kinds).modules_checked == len(planned)
         vision = [f for n, f in planned.items() if kinds[n] in ("vision", "projector")]
         assert vision and all(f == ("nvfp4" if preset == "harmful-all-nvfp4" else "bf16") for f in vision)
         if preset != "bf16":
@@ -167,7 +168,7 @@ def test_output_holding_another_variant_is_refused(tiny_models, tmp_path):
     out = tmp_path / "v"
     quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None)
     before = (out / "quantgate.json").read_bytes()
-    again = quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None)  # same inputs: reused
+    again = quantize(tiny_models["llava"], "fp8-dynamic", out, log=lambda s: None).manifest.model_dump()  # same inputs: reused
     assert (out / "quantgate.json").read_bytes() == before and again["recipe"]["name"] == "fp8-dynamic"
     with pytest.raises(InputError, match="--overwrite"):
         quantize(tiny_models["llava"], "nvfp4a16", out, log=lambda s: None)
@@ -178,7 +179,7 @@ def test_output_holding_another_variant_is_refused(tiny_models, tmp_path):
 
 def test_verification_catches_a_plan_mismatch(tiny_models, tmp_path):
     out = tmp_path / "v"
-    m = quantize(tiny_models["qwen2_5_vl"], "fp8-dynamic", out, log=lambda s: None)
+    m = quantize(tiny_models["qwen2_5_vl"], "fp8-dynamic", out, log=lambda s: None).manifest.model_dump()
     planned = {r["module"]: r["format"] for r in m["plan"]["modules"]}
     kinds = {r["module"]: r["kind"] for r in m["plan"]["modules"]}
     wrong = dict(planned)
@@ -194,7 +195,7 @@ def test_raw_llmcompressor_recipe_accepted(tiny_models, tmp_path):
         "ignore": ["re:.*lm_head", "re:.*visual.*", "re:.*merger.*"]}}}}
     f = tmp_path / "raw.yaml"
     f.write_text(yaml.safe_dump(raw))
-    m = quantize(tiny_models["qwen2_5_vl"], f, tmp_path / "v", log=lambda s: None)
+    m = quantize(tiny_models["qwen2_5_vl"], f, tmp_path / "v", log=lambda s: None).manifest.model_dump()
     fmts = {r["kind"]: set() for r in m["plan"]["modules"]}
     for r in m["plan"]["modules"]:
         fmts[r["kind"]].add(r["format"])
@@ -216,7 +217,7 @@ def _tie_embeddings(src, dst):
 def test_tied_lm_head_verifies_but_a_missing_module_does_not(tiny_models, tmp_path):
     _tie_embeddings(tiny_models["qwen3_5"], tmp_path / "tied")
     quantize(tmp_path / "tied", "fp8-dynamic", tmp_path / "out", log=lambda s: None)  # raises if verification fails
-    assert verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})["formats"] == {"bf16": 1}
+    assert verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"}).formats == {"bf16": 1}
     cfg = json.loads((tmp_path / "out" / "config.json").read_text())
     cfg["tie_word_embeddings"] = cfg["text_config"]["tie_word_embeddings"] = False  # now nothing stands in for it
     (tmp_path / "out" / "config.json").write_text(json.dumps(cfg))
@@ -235,7 +236,7 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     """input_fingerprint decides reuse. Each input that changes the weights flips it; what does not
     (a README, the held-out pages, more samples than the split holds, the device) leaves it alone."""
     import quantgate.quantize.build as qrun
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.quantize.build import input_fingerprint
 
     model = tmp_path / "m"
@@ -247,7 +248,7 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     kw = {"samples": 2, "max_seq_len": 512, "prompt": "p", "pipeline": "basic", "text_only": False}
 
     def fp(recipe=nvfp4, cal=synth_pageset, **over):
-        return input_fingerprint(model, recipe, cal, **{**kw, **over})
+        return input_fingerprint(model, recipe, cal, **{**kw, **over}).model_dump()
 
     base = fp()
     assert base["samples"] == 2 and base["text_only"] is False and set(base["model_files"]) == \
@@ -282,9 +283,10 @@ def test_every_option_that_changes_the_weights_is_in_the_fingerprint(synth_pages
     assert fp() != base
     monkeypatch.setattr(qrun, "package_versions", real)
     # without calibration data the calibration options change nothing
-    none = input_fingerprint(model, load_recipe("fp8-dynamic"), None, **kw)
+    none = input_fingerprint(model, load_recipe("fp8-dynamic"), None, **kw).model_dump()
     assert none == input_fingerprint(model, load_recipe("fp8-dynamic"), None,
-                                     **{**kw, "text_only": True, "pipeline": "sequential", "samples": 9, "prompt": "q"})
+                                     **{**kw, "text_only": True, "pipeline": "sequential", "samples": 9,
+                                        "prompt": "q"}).model_dump()
     assert (none["calibration_pages_sha256"], none["text_only"], none["pipeline"]) == (None, None, None)
 
 
@@ -292,13 +294,13 @@ def test_text_only_calibration_after_an_image_one_rebuilds(tiny_models, synth_pa
     """The bug: a --text-only run after an image-calibrated one "reused" the old variant."""
     out = tmp_path / "v"
     logs = []
-    first = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, log=logs.append)
+    first = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, log=logs.append).manifest.model_dump()
     assert first["calibration"]["text_only"] is False and first["inputs"]["text_only"] is False
     with pytest.raises(InputError, match=r"built from other inputs \(text_only\).*--overwrite"):
         quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
                  log=logs.append)
     again = quantize(tiny_models["llava"], "nvfp4", out, calibration=synth_pageset, samples=2, text_only=True,
-                     overwrite=True, log=logs.append)
+                     overwrite=True, log=logs.append).manifest.model_dump()
     assert again["calibration"]["text_only"] is True and again["inputs"]["text_only"] is True
     assert any("rebuilding" in x for x in logs) and not any("reusing" in x for x in logs)
     assert json.loads((out / "quantgate.json").read_text())["inputs"] == again["inputs"]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from quantgate.errors import InputError, QuantgateError, ServerError
 from quantgate.serve import load_records, serve_variant
 from quantgate.serve.backends import Backend
+from quantgate.serve.run import ServeHooks, ServeOptions
 from quantgate.serve.server import ManagedServer
 from tests.support.paths import REPO
 
@@ -72,11 +73,11 @@ def test_server_killed_mid_run_then_resumed(pages, variant, tmp_path, monkeypatc
     monkeypatch.setattr(client, "append_jsonl", kill_after_three)
     run = tmp_path / "run"
     with pytest.raises(ServerError, match="died during the run"):
-        serve_variant(variant, pages, StubBackend(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+        serve_variant(variant, pages, StubBackend(), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     first = load_records(run)
     assert len(first) == 8 and 3 <= sum(r.error is None for r in first) < 8  # failures recorded, not raised
     monkeypatch.setattr(client, "append_jsonl", real)
-    m = serve_variant(variant, pages, StubBackend(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+    m = serve_variant(variant, pages, StubBackend(), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     final = load_records(run)
     assert len(final) == 8 and all(r.error is None for r in final)  # failed ones re-sent, nothing twice
     assert m.levels[0].n_requests == 8 and m.levels[0].n_errors == 0
@@ -100,10 +101,10 @@ def test_write_failure_keeps_what_was_written(pages, variant, tmp_path, monkeypa
     monkeypatch.setattr(client, "append_jsonl", disk_full)
     run = tmp_path / "run"
     with pytest.raises(QuantgateError, match="No space left.*rerun to resume"):
-        serve_variant(variant, pages, StubBackend(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+        serve_variant(variant, pages, StubBackend(), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert len(load_records(run)) == 3
     monkeypatch.setattr(client, "append_jsonl", real)
-    serve_variant(variant, pages, StubBackend(), run, concurrency=[1], max_tokens=8, log=lambda s: None)
+    serve_variant(variant, pages, StubBackend(), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(run, latest=False)
     assert len(recs) == 8 and len({r.page_id for r in recs}) == 8
 
@@ -147,7 +148,7 @@ def test_recipe_parser_property(tmp_path, body):
 @given(rows=st.lists(st.dictionaries(st.sampled_from(["page_id", "ned", "cer", "zzz", "empty"]), json_values,
                                      max_size=4), max_size=5))
 def test_score_file_parser_property(tmp_path, rows):
-    from quantgate.score import read_scores
+    from quantgate.io.scores import read_scores
 
     f = tmp_path / "s.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -175,7 +176,7 @@ def test_study_parser_property(tmp_path, body):
 @given(recs=st.lists(st.dictionaries(st.sampled_from(["id", "image", "sha256", "width", "height", "source", "split",
                                                       "truth", "checks"]), json_values, max_size=9), max_size=3))
 def test_pages_manifest_parser_property(tmp_path, recs):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     d = tmp_path / "ps"
     d.mkdir(exist_ok=True)

@@ -164,10 +164,10 @@ def reader_pages(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reader_sens(reader_pages, tmp_path_factory):
-    from quantgate.sensitivity.analyze import analyze
+    from quantgate.sensitivity.analyze import SensitivityOptions, analyze
 
     out = tmp_path_factory.mktemp("sensout") / "sens.json"
-    res = analyze(READER, reader_pages, out, formats=["w4a16", "w2a16"], samples=3, max_new_tokens=48,
+    res = analyze(READER, reader_pages, out, SensitivityOptions(formats=["w4a16", "w2a16"], samples=3, max_new_tokens=48),
                   show_progress=False, log=lambda s: None)
     return out, res
 
@@ -181,7 +181,7 @@ def bf16_reader():
 
 
 def _prompts(proc, pages, n=3):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pages)
     return fw.build_prompts(proc, ps, ps.split("calibration")[:n], PROMPT, 4096)
@@ -270,18 +270,18 @@ def test_measured_damage_and_bytes_match_a_real_llmcompressor_checkpoint(reader_
     pad, answers = proc.tokenizer.pad_token_id, res.reference.answers
     ref = fw.reference_logprobs(model, prompts, answers, batch_pages=8, pad_id=pad)
     q = AutoModelForImageTextToText.from_pretrained(tmp_path / "v", dtype=torch.bfloat16).eval()
-    ckpt = fw.kl_against(q, prompts, answers, ref, pad_id=pad)["kl_mean"]
+    ckpt = fw.kl_against(q, prompts, answers, ref, pad_id=pad).kl_mean
     kinds = {m.name: m.kind for m in list_modules(model)[0]}
     with oneshot_norms(model) as changed:
         assert changed > 0 and res.baseline.params_changed == changed and res.baseline.kl_mean > 0
         with FormatSession(model, to_llmcompressor({n: "w2a16" for n in group.modules}, kinds)) as sess:
             with sess.only(group.modules):
-                emulated = fw.kl_against(model, prompts, answers, ref, pad_id=pad)["kl_mean"]
+                emulated = fw.kl_against(model, prompts, answers, ref, pad_id=pad).kl_mean
     assert ckpt > 1e-7
     assert emulated == pytest.approx(ckpt, rel=1e-3)
     # and the group alone (the table's entry) is the emulation without the norm round trip
     assert meas.kl_mean != emulated
-    assert fw.kl_against(model, prompts, answers, ref, pad_id=pad)["kl_mean"] == 0.0  # norms restored
+    assert fw.kl_against(model, prompts, answers, ref, pad_id=pad).kl_mean == 0.0  # norms restored
 
 
 def test_replaying_upstream_outputs_changes_no_number(bf16_reader, reader_pages):
@@ -311,33 +311,37 @@ def test_replaying_upstream_outputs_changes_no_number(bf16_reader, reader_pages)
             with sess.only(s.modules):
                 full = fw.kl_against(model, prompts, answers, ref, pad_id=pad)
                 fast = fw.kl_against(model, prompts, answers, ref, pad_id=pad, replay=replay[s.name])
-            assert full["kl_mean"] > 0 and full == fast
+            assert full.kl_mean > 0 and full == fast
     # leaving the session restores plain BF16: no damage left anywhere
-    assert fw.kl_against(model, prompts, answers, ref, pad_id=pad)["kl_mean"] == 0.0
+    assert fw.kl_against(model, prompts, answers, ref, pad_id=pad).kl_mean == 0.0
     assert not any(hasattr(m, "quantization_scheme") for m in model.modules())
 
 
 def test_rerun_resumes_adds_formats_and_refuses_other_inputs(reader_sens, reader_pages, tmp_path):
     import shutil
 
-    from quantgate.sensitivity.analyze import analyze, records_path
+    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, records_path
 
     src, res = reader_sens
     out = tmp_path / "copy.json"
     shutil.copy(records_path(src), records_path(out))
     lines = records_path(out).read_text().splitlines()
-    kw = {"samples": 3, "max_new_tokens": 48, "show_progress": False}
-    again = analyze(READER, reader_pages, out, formats=["w4a16", "w2a16"], **kw)
+    kw = {"samples": 3, "max_new_tokens": 48}
+
+    def analyze_with(**o):  # the fixture's settings, these formats
+        return analyze(READER, reader_pages, out, SensitivityOptions(**{**kw, **o}), show_progress=False)
+
+    again = analyze_with(formats=["w4a16", "w2a16"])
     assert records_path(out).read_text().splitlines() == lines  # nothing redone
     assert [m.model_dump() for m in again.measurements] == [m.model_dump() for m in res.measurements]
-    sub = analyze(READER, reader_pages, out, formats=["w2a16"], **kw)
+    sub = analyze_with(formats=["w2a16"])
     assert sub.formats == ["w2a16"] and len(records_path(out).read_text().splitlines()) == len(lines)
     with pytest.raises(InputError, match="other inputs .*page_ids"):
-        analyze(READER, reader_pages, out, formats=["w4a16"], **{**kw, "samples": 2})
+        analyze_with(formats=["w4a16"], samples=2)
     # a torn last line (killed mid-write) is dropped and that one measurement redone; a new format
     # adds one record per group
     records_path(out).write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])
-    redo = analyze(READER, reader_pages, out, formats=["w4a16", "w2a16", "fp8"], **kw)
+    redo = analyze_with(formats=["w4a16", "w2a16", "fp8"])
     assert len(records_path(out).read_text().splitlines()) == len(lines) + len(res.groups)
     t = redo.table()
     assert all(t[k].kl_mean == m.kl_mean for k, m in res.table().items())
@@ -372,7 +376,7 @@ def test_recommended_recipe_plans_and_quantizes_unchanged(reader_sens, tmp_path)
         assert {plan.formats[m] for m in g.modules} == {f}, g.name
     assert "w2a16" in best and "w4a16" in best
     assert all(f == "bf16" for n, f in plan.formats.items() if "in_proj_a" in n or "in_proj_b" in n or ".visual." in n)
-    m = quantize(READER, tmp_path / "rec.yaml", tmp_path / "variant", log=lambda s: None)
+    m = quantize(READER, tmp_path / "rec.yaml", tmp_path / "variant", log=lambda s: None).manifest.model_dump()
     assert m["verification"]["modules_checked"] == len(plan.formats)
     header = read_safetensors_header(tmp_path / "variant" / "model.safetensors")
     assert sum(v["data_offsets"][1] - v["data_offsets"][0] for v in header.values()) <= budget

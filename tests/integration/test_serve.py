@@ -13,6 +13,7 @@ import pytest
 
 from quantgate.errors import InputError, ServerError
 from quantgate.serve import load_records, make_backend, serve_variant
+from quantgate.serve.run import ServeHooks, ServeOptions
 from quantgate.serve.server import ManagedServer
 
 
@@ -37,8 +38,7 @@ def pages(tmp_path_factory):
 
 def test_one_record_per_page_per_level_and_scores(tiny_models, pages, tmp_path):
     run = tmp_path / "run"
-    m = serve_variant(tiny_models["qwen3_5"], pages, make_backend("transformers"), run, concurrency=[1, 2],
-                      max_tokens=4, log=lambda s: None)
+    m = serve_variant(tiny_models["qwen3_5"], pages, make_backend("transformers"), run, ServeOptions(concurrency=[1, 2], max_tokens=4), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(run)
     keys = [(r.page_id, r.concurrency) for r in recs]
     assert len(keys) == len(set(keys)) == 12
@@ -86,11 +86,11 @@ def test_torn_last_line_is_dropped_on_resume(pages, tmp_path):
     run = tmp_path / "run"
     with _stub(tmp_path) as srv:
         backend = make_backend("openai", endpoint=srv.base_url, model="stub")
-        serve_variant(Path("stub"), pages, backend, run, concurrency=[1], max_tokens=8, log=lambda s: None)
+        serve_variant(Path("stub"), pages, backend, run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
         lines = (run / "requests.jsonl").read_text().splitlines()
         torn = "\n".join(lines[:3]) + "\n" + lines[3][:40]  # a crash in the middle of writing record 4
         (run / "requests.jsonl").write_text(torn)
-        serve_variant(Path("stub"), pages, backend, run, concurrency=[1], max_tokens=8, log=lambda s: None)
+        serve_variant(Path("stub"), pages, backend, run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(run)
     assert sorted(r.page_id for r in recs) == sorted({r.page_id for r in recs}) and len(recs) == 6
 
@@ -104,7 +104,7 @@ def test_server_that_fails_to_start_reports_its_log(tiny_models, pages, tmp_path
     cfg["text_config"]["hidden_size"] = 272  # weights no longer fit the config
     (bad / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ServerError, match=r"exited with code \d+ before it was healthy.*\n(.|\n)*Error"):
-        serve_variant(bad, pages, make_backend("transformers"), tmp_path / "run", max_tokens=4, log=lambda s: None)
+        serve_variant(bad, pages, make_backend("transformers"), tmp_path / "run", ServeOptions(max_tokens=4), hooks=ServeHooks(log=lambda s: None))
 
 
 @pytest.mark.parametrize("fault,expect", [("hang", "timeout after 2 s"), ("500", "HTTP 500"),
@@ -114,8 +114,7 @@ def test_faulty_requests_are_recorded_and_the_run_goes_on(pages, tmp_path, fault
     run = tmp_path / "run"
     with _stub(tmp_path, "--fault", fault, "--every", "3") as srv:
         backend = make_backend("openai", endpoint=srv.base_url, model="stub")
-        m = serve_variant(Path("stub"), pages, backend, run, concurrency=[2], max_tokens=8, timeout_s=2,
-                          log=lambda s: None)
+        m = serve_variant(Path("stub"), pages, backend, run, ServeOptions(concurrency=[2], max_tokens=8, timeout_s=2), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(run)
     assert len(recs) == 6
     bad = [r for r in recs if r.error]
@@ -133,8 +132,7 @@ def test_unreadable_page_image_is_an_error_for_that_page(pages, tmp_path):
     first = json.loads((ps / "pages.jsonl").read_text().splitlines()[1])
     (ps / first["image"]).unlink()
     with _stub(tmp_path) as srv:
-        serve_variant(Path("stub"), ps, make_backend("openai", endpoint=srv.base_url, model="s"), tmp_path / "r",
-                      concurrency=[1], max_tokens=8, log=lambda s: None)
+        serve_variant(Path("stub"), ps, make_backend("openai", endpoint=srv.base_url, model="s"), tmp_path / "r", ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     recs = {r.page_id: r for r in load_records(tmp_path / "r")}
     assert len(recs) == 6 and "image unreadable" in recs[first["id"]].error
     assert sum(r.error is None for r in recs.values()) == 5
@@ -155,16 +153,16 @@ def test_taken_port_picks_another(tmp_path):
 def test_not_a_model_folder(pages, tmp_path):
     (tmp_path / "v").mkdir()
     with pytest.raises(InputError, match="not a model folder"):
-        serve_variant(tmp_path / "v", pages, make_backend("transformers"), tmp_path / "r", log=lambda s: None)
+        serve_variant(tmp_path / "v", pages, make_backend("transformers"), tmp_path / "r", hooks=ServeHooks(log=lambda s: None))
 
 
 def test_a_different_run_is_not_overwritten(pages, tmp_path):
     with _stub(tmp_path) as srv:
         b = make_backend("openai", endpoint=srv.base_url, model="s")
-        serve_variant(Path("s"), pages, b, tmp_path / "r", max_tokens=8, log=lambda s: None)
+        serve_variant(Path("s"), pages, b, tmp_path / "r", ServeOptions(max_tokens=8), hooks=ServeHooks(log=lambda s: None))
         before = (tmp_path / "r" / "requests.jsonl").read_bytes()
         with pytest.raises(InputError, match="--overwrite"):
-            serve_variant(Path("s"), pages, b, tmp_path / "r", max_tokens=9, log=lambda s: None)
+            serve_variant(Path("s"), pages, b, tmp_path / "r", ServeOptions(max_tokens=9), hooks=ServeHooks(log=lambda s: None))
     assert (tmp_path / "r" / "requests.jsonl").read_bytes() == before
 
 
@@ -183,16 +181,15 @@ def test_speed_sweep_options_waves_and_ignore_eos(pages, tmp_path):
     # fixes the output length; both are part of the run's identity.
     with _stub(tmp_path) as srv:
         b = make_backend("openai", endpoint=srv.base_url, model="s")
-        m = serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1, 4], max_tokens=7, ignore_eos=True,
-                          waves=1.0, log=lambda s: None)
+        m = serve_variant(Path("s"), pages, b, tmp_path / "r", ServeOptions(concurrency=[1, 4], max_tokens=7, ignore_eos=True, waves=1.0), hooks=ServeHooks(log=lambda s: None))
         recs = [json.loads(x) for x in (tmp_path / "r" / "requests.jsonl").read_text().splitlines()]
         assert sorted(r["concurrency"] for r in recs) == [1, 1, 1, 4, 4, 4, 4]
         assert {(r["completion_tokens"], r["finish_reason"]) for r in recs} == {(7, "length")}
         assert m.ignore_eos and m.waves == 1.0 and [lv.n_requests for lv in m.levels] == [3, 4]
         with pytest.raises(InputError, match="--overwrite"):
-            serve_variant(Path("s"), pages, b, tmp_path / "r", concurrency=[1], max_tokens=7, log=lambda s: None)
+            serve_variant(Path("s"), pages, b, tmp_path / "r", ServeOptions(concurrency=[1], max_tokens=7), hooks=ServeHooks(log=lambda s: None))
         with pytest.raises(InputError, match="--waves"):
-            serve_variant(Path("s"), pages, b, tmp_path / "r2", waves=0, log=lambda s: None)
+            serve_variant(Path("s"), pages, b, tmp_path / "r2", ServeOptions(waves=0), hooks=ServeHooks(log=lambda s: None))
 
 
 def test_page_images_are_read_off_the_event_loop(tmp_path):

@@ -55,8 +55,8 @@ def _records(out, variant, c):
 
 
 def _order(out, st_seed=0):
+    from quantgate.judge.replay import judged_ids
     from quantgate.judge.sequential import page_order
-    from quantgate.study.sequential import judged_ids
 
     return page_order(judged_ids(out / "judged-pages.jsonl", "heldout", None), st_seed)
 
@@ -298,7 +298,7 @@ def test_the_baseline_pass_sends_a_failing_page_once_per_run(tmp_path):
     """A page that fails every time (an unreadable image, a prompt past max_model_len) ended the fixed design's
     level after one attempt but kept the sequential baseline's pass re-sending it without end. Now: once per run;
     a new run (a resume) sends it again."""
-    from quantgate.study.sequential import FixedPass
+    from quantgate.study.passes import FixedPass
 
     run_dir = tmp_path / "runs" / "bf16"
     _write_records(run_dir, [{"page_id": "a", "output": "x", "start": 1, "end": 2}])
@@ -316,7 +316,8 @@ def test_server_starts_that_overlap_each_other_count_once(tmp_path):
     measured only against foreground stages, so the three counted 300 s of a 110 s run (overhead -173%)."""
     from quantgate.io.console import Console
     from quantgate.io.fileio import append_jsonl
-    from quantgate.study.timings import Clock, StageTiming, time_budget
+    from quantgate.schema.timings import StageTiming
+    from quantgate.study.timings import Clock, time_budget
 
     clock = Clock(tmp_path, Console(), start=1000.0)
     for v in ("a", "b", "c"):
@@ -326,7 +327,7 @@ def test_server_starts_that_overlap_each_other_count_once(tmp_path):
                                          start=1100.0, wall_s=10.0).model_dump())
 
     class _St:
-        concurrency = [1]
+        compare_level = 1
 
     b = time_budget(_St(), tmp_path, clock, now=1110.0)
     assert b.wall_s == 110.0 and b.engine_start_s == 100.0 and b.overhead_s >= 0

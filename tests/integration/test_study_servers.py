@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from quantgate.errors import InputError
+from quantgate.serve.run import ServeHooks, ServeOptions
 
 FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
 START_S = 1.5
@@ -23,12 +24,12 @@ START_S = 1.5
 @pytest.fixture
 def fake_quantize(monkeypatch):
     import quantgate.quantize as qz
+    from tests.support.stub_study import fake_quantize as stub_quantize
 
     def quantize(model, recipe, out, **kw):
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text("{}")
-        (out / "model.safetensors").write_bytes(b"\0" * 8)
+        result = stub_quantize(model, recipe, out, **kw)  # a small variant folder, reused when present
+        (Path(out) / "config.json").write_text("{}")
+        return result
 
     monkeypatch.setattr(qz, "quantize", quantize)
     monkeypatch.setenv("FAKE_VLLM_START_S", str(START_S))
@@ -184,8 +185,7 @@ def test_a_run_served_with_other_server_flags_or_env_is_not_resumed(tmp_path, fa
     def serve(extra=(), env=None, overwrite=False):
         b = make_backend("vllm", vllm_cmd=FAKE_VLLM, compile_cache="none", startup_timeout_s=60, extra_args=list(extra))
         layout = ServerLayout(servers="one_at_a_time", servers_in_study=1, env=env or {}) if env is not None else None
-        return serve_variant(variant, pages, b, tmp_path / "run", concurrency=[1], max_tokens=8, overwrite=overwrite,
-                             layout=layout, log=lambda s: None)
+        return serve_variant(variant, pages, b, tmp_path / "run", ServeOptions(concurrency=[1], max_tokens=8, overwrite=overwrite), hooks=ServeHooks(layout=layout, log=lambda s: None))
 
     first = serve()
     assert first.server_args == [] and first.server_env == {}

@@ -30,7 +30,7 @@ def _page_answers(pages_dir: str, corrupt: float) -> dict[str, str]:
     """sha256 of a page's image bytes -> the text to answer it with."""
     import hashlib
 
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pages_dir)
     out = {}

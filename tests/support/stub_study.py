@@ -16,18 +16,21 @@ from pathlib import Path
 
 import yaml
 
+from quantgate.schema.variant import QuantizeResult, VariantManifest
 
-def fake_quantize(model, recipe, vdir, **kw) -> None:
+
+def fake_quantize(model, recipe, vdir, **kw) -> QuantizeResult:
     """A variant folder the report and the gate accept (its weights a few bytes), reused when present."""
     from tests.support.study_folder import _manifest
 
-    vdir, log = Path(vdir), kw.get("log") or (lambda m: None)
+    vdir = Path(vdir)
     if (vdir / "quantgate.json").is_file():
-        log(f"{vdir} holds this variant already; reusing it")
-        return
+        return QuantizeResult(manifest=VariantManifest.model_validate_json((vdir / "quantgate.json").read_text()),
+                              reused=True)
     name = vdir.name
     man = _manifest(vdir, name, name.encode() * 8)
     (vdir / "quantgate.json").write_text(json.dumps(man))
+    return QuantizeResult(manifest=VariantManifest.model_validate(man), reused=False)
 
 
 def study_yaml(path: Path, pages: Path, candidates: dict[str, float], *, sequential: dict | None = None,
@@ -49,14 +52,15 @@ def study_yaml(path: Path, pages: Path, candidates: dict[str, float], *, sequent
 
 
 def run(study: Path, out: Path, log=None) -> dict:
-    """``run_study`` with the stand-in quantize."""
+    """``run_study`` with the stand-in quantize; its report as summary.json holds it."""
     import quantgate.quantize as qz
     from quantgate.study import run_study
 
     saved = qz.quantize
     qz.quantize = fake_quantize
     try:
-        return run_study(study, out, log=log or (lambda line: None))
+        outcome = run_study(study, out, log=log or (lambda line: None))
+        return outcome.summary.model_dump() if outcome.summary else {}
     finally:
         qz.quantize = saved
 

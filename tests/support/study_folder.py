@@ -1,7 +1,7 @@
 """A finished study folder in a second, without a model or a server: hand-made weights, manifests and
 score files, then the study's own verdict, inputs and report code (``study.verdicts``,
 ``reports.build_summary``/``write_reports``). For tests of the reports and the gate; the same checks on
-a real demo run are in tests/test_study.py."""
+a real demo run are in tests/e2e/test_study.py."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from quantgate.io.fileio import sha256_file
+from quantgate.schema.scores import ScoreRow
 
 METRICS = ("ned", "cer", "bow_f1")
 
@@ -48,9 +49,9 @@ def _run(name: str, pages_per_s: dict[int, float]) -> dict:
                        split="heldout", prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
 
 
-def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[dict]:
-    return [{"page_id": pid, "empty": False, "output_sha256": hashlib.sha256(texts[i].encode()).hexdigest(),
-             **{m: float(values[m][i]) for m in METRICS}} for i, pid in enumerate(ids)]
+def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[ScoreRow]:
+    return [ScoreRow(page_id=pid, empty=False, output_sha256=hashlib.sha256(texts[i].encode()).hexdigest(),
+                     **{m: float(values[m][i]) for m in METRICS}) for i, pid in enumerate(ids)]
 
 
 def study_spec(candidates: dict[str, float], **overrides) -> dict:
@@ -65,16 +66,15 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
     """Write a finished study folder at ``out``. ``candidates``: variant name -> how much worse (in ned)
     it reads on the pages it changes (0: identical outputs); the baseline's noise run changes a few
     pages by a little. ``overrides``: study fields (margins, min_pages, test, ...)."""
+    from quantgate.io.scores import write_scores
     from quantgate.report import build_summary, write_reports
-    from quantgate.schema.run import parse_record
-    from quantgate.score import write_scores
-    from quantgate.study.spec import Study, check_statistics
+    from quantgate.schema.base import parse_record
+    from quantgate.study.spec import Study
     from quantgate.study.verdicts import score_file, study_verdicts, verdict_inputs
 
     candidates = {"fp8": 0.0005, "bad": 0.2} if candidates is None else candidates
     out = Path(out)
     st = parse_record(Study, study_spec(candidates, **overrides), where="synthetic study")
-    check_statistics(st, "synthetic study")
     rng = np.random.default_rng(seed)
     ids = [f"p{i:03d}" for i in range(pages)]
     (out / "pages").mkdir(parents=True)
@@ -108,7 +108,7 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         write_scores(out / score_file(name, 1), _rows(ids, vals, tx))
     verdicts, _ = study_verdicts(st, out)
     inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
-    summary = build_summary(st.model_dump(), out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, 1, 2,
+    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts,
                             worst if worst is not None else {n: [] for n in candidates}, inputs=inputs)
     write_reports(summary, out)
     return out

@@ -123,7 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     from quantgate.io.fileio import atomic_write_json
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.schema.run import DEFAULT_PROMPT
     from quantgate.serve import make_backend
     from quantgate.serve.run import engine_settings

@@ -191,7 +191,7 @@ class Session:
                                         warmup=False)
         entry = {"setting": self.setting, "variant": v, "key": v, "trace": str(trace.relative_to(self.out)),
                  "profiler_config": profiler_config(trace_dir, self.a.delay, self.a.steps), "server_args": self.args_for(v),
-                 "request": box, "engine": engine.model_dump(), "kernels": backend.read_log(text).get("kernels", {}),
+                 "request": box, "engine": engine.model_dump(), "kernels": backend.read_log(text).kernels or {},
                  **classify_trace(load_trace(trace))}
         bound(entry, self.a.work / f"q4b-{v}", self.speed["hbm_copy_gbs"])
         self.profiles[v] = entry
@@ -304,7 +304,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
     ps = load_pageset(a.pages)

@@ -1,5 +1,5 @@
 """GPU session, GPU1 (issue 16 part 2): what vLLM 0.26 on the H200 computes for a quantized linear layer —
-weights only, or weights and activations — measured on the layer's outputs, as tests/test_numerics.py
+weights only, or weights and activations — measured on the layer's outputs, as tests/integration/test_numerics.py
 measured `transformers serve` on CPU.
 
 Two phases, in two environments:
@@ -169,7 +169,7 @@ def compare(y, x, w, bias, scheme: dict, params) -> dict:
 def _page_messages(pages: Path, prompt: str) -> list[dict]:
     import base64
 
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pages)
     png = ps.image_bytes(ps.split("heldout")[0])

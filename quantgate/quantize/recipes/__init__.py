@@ -18,7 +18,7 @@ from quantgate.quantize.recipes.model import (
     resolve,
     to_llmcompressor,
 )
-from quantgate.schema.run import parse_record
+from quantgate.schema.base import parse_record
 
 PRESETS_DIR = Path(__file__).parent / "presets"
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from quantgate.schema.omnidoc import PageScore, TruthBlock, TruthPage
 from quantgate.score.omnidoc import categories as cat
 from quantgate.score.omnidoc.extract import Block, split_blocks
 from quantgate.score.omnidoc.match import Pair, assignment_match, quick_match
 from quantgate.score.omnidoc.normalize import formula_key, table_html, text_key
 from quantgate.score.omnidoc.teds import TableError, teds
-from quantgate.score.omnidoc.truth import TruthBlock, TruthPage
 
 
 @dataclass(frozen=True)
@@ -41,16 +39,6 @@ METRICS: dict[str, OmniMetric] = {m.name: m for m in (
     OmniMetric("omnidoc_reading_order_edit", False, "page",
                "OmniDocBench reading-order edit distance over the matched text blocks' truth order"),
 )}
-
-
-class PageScore(BaseModel):
-    """One page's values (None: not scored on that metric), the per-table values TEDS aggregates over,
-    and notes on anything scored in a way worth knowing (a table TEDS could not read, …)."""
-
-    model_config = ConfigDict(extra="forbid")
-    values: dict[str, float | None]
-    tables: dict[str, list[float]] = Field(default_factory=dict)
-    notes: list[str] = Field(default_factory=list)
 
 
 @dataclass

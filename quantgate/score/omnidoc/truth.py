@@ -9,48 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from quantgate.errors import InputError
+from quantgate.schema.omnidoc import SkippedBlock, TruthBlock, TruthPage
 from quantgate.score.omnidoc import categories as cat
-
-SCHEMA_VERSION = 1
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class TruthBlock(_Record):
-    category: str
-    order: int | None = None  # reading order; None for blocks outside it (headers, page numbers, …)
-    text: str | None = None  # text categories
-    latex: str | None = None  # display formulas; tables (optional)
-    html: str | None = None  # tables
-    ignore: bool = False  # OmniDocBench's flag, kept as given: the v1.0 protocol does not read it
-    anno_ids: list[int] = Field(default_factory=list)  # several: truncated blocks merged into this one
-
-
-class SkippedBlock(_Record):
-    anno_id: int | None
-    category: str
-    reason: str
-
-
-class TruthPage(_Record):
-    schema_version: int = SCHEMA_VERSION
-    kind: Literal["omnidoc_truth_page"] = "omnidoc_truth_page"
-    image: str  # the page image's file name, as OmniDocBench names it
-    source: str  # the file the truth was read from
-    attributes: dict[str, Any] = Field(default_factory=dict)  # page_info.page_attribute, kept as given
-    blocks: list[TruthBlock]
-    skipped: list[SkippedBlock] = Field(default_factory=list)
-
-    @property
-    def page_id(self) -> str:
-        return PurePosixPath(self.image).stem
 
 
 def _where(path, name: str, index: int, raw: dict) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from quantgate.errors import InputError
-from quantgate.schema.run import EngineSettings, KernelCounts
+from quantgate.schema.run import EngineSettings, KernelCounts, LogFacts
 
 if TYPE_CHECKING:
     from quantgate.schema.run import RunNumerics
@@ -37,6 +37,18 @@ class BackendOptions(BaseModel):
     No float option takes nan or inf: an infinite timeout is a wait without end."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Whether the backend starts a server process of its own (ServerArgs): only then can a study pass it a
+    # variant's server_args and server_env, or place it on a GPU.
+    starts_server: ClassVar[bool] = False
+
+    def takes_most_of_a_gpu(self) -> bool:
+        """Whether one server takes most of a GPU's memory as configured (two on one GPU: the second cannot start)."""
+        return False
+
+    def resolved(self, base: Path, out: Path) -> BackendOptions:
+        """The options with the paths a study gives relative to itself resolved (``base``: the study file's
+        folder; ``out``: its output folder), for options that hold one (vLLM's compile cache)."""
+        return self
 
     @field_validator("*", mode="before")
     @classmethod
@@ -50,6 +62,8 @@ class BackendOptions(BaseModel):
 
 class ServerArgs(BackendOptions):
     """Options of every backend that starts its own server process."""
+
+    starts_server: ClassVar[bool] = True
 
     extra_args: list[str] = Field(default_factory=list, json_schema_extra={"flag": "--server-arg"},
                                   description="extra argument for the server command (repeatable)")
@@ -112,10 +126,9 @@ class Backend(ABC):
 
         return variant_numerics(model, self.name, kernels=kernels)
 
-    def read_log(self, text: str) -> dict[str, Any]:
-        """Facts the server wrote to its log, for ``run.json``: any of ``server_version``, ``kernels``
-        (dict) and ``notes`` (list)."""
-        return {}
+    def read_log(self, text: str) -> LogFacts:
+        """Facts the server wrote to its log, for ``run.json`` (its version, the kernels it chose, notes)."""
+        return LogFacts()
 
 
 _REGISTRY: dict[str, type[Backend]] = {}

@@ -174,7 +174,7 @@ def backend_from_spec(spec: BackendOptions, extra_args: list[str] = ()) -> Backe
     ``server_args``) are appended to the block's own."""
     opts = spec.model_dump(exclude={"name"})
     if extra_args:
-        if "extra_args" not in opts:
+        if not spec.starts_server:
             raise InputError(f"backend {spec.name}: a variant's server_args need a backend that starts a server")
         opts["extra_args"] = list(opts["extra_args"]) + list(extra_args)
     return get_backend(spec.name)(**opts)

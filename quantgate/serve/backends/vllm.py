@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from quantgate.errors import InputError
-from quantgate.schema.run import EngineSettings
+from quantgate.schema.run import EngineSettings, LogFacts
 from quantgate.serve.backends.base import Backend, ServerArgs, register_backend
 from quantgate.serve.kernels import kernels_from_log
 
@@ -40,6 +40,21 @@ class VllmOptions(ServerArgs):
         "as TRITON_CACHE_DIR under it unless set), so a later start of the same variant and settings loads its "
         "compiled graphs instead of compiling; 'none': vLLM's compile cache off (every start compiles). Default: "
         "vLLM's own (~/.cache/vllm); a study's default is <study out>/.vllm-cache")
+
+    def takes_most_of_a_gpu(self) -> bool:
+        # vLLM reserves gpu_memory_utilization of the GPU (0.9 by default) and refuses to start below it
+        return not self.gpu_memory_utilization
+
+    def resolved(self, base: Path, out: Path) -> VllmOptions:
+        """Every server of a study shares ``<out>/.vllm-cache`` unless the study names a folder (relative to the
+        study file) or ``none``, so each variant compiles once and later starts (a resumed study, a rerun) load it."""
+        cc = self.compile_cache
+        if cc is None:
+            cc = str((Path(out) / ".vllm-cache").resolve())
+        elif cc.lower() != "none":
+            q = Path(os.path.expanduser(cc))
+            cc = str((q if q.is_absolute() else Path(base) / q).resolve())
+        return self.model_copy(update={"compile_cache": cc})
 
 
 @register_backend("vllm")
@@ -101,13 +116,10 @@ class VllmBackend(Backend):
     def engine_settings(self, text: str) -> EngineSettings:
         return engine_from_log(text)
 
-    def read_log(self, text: str) -> dict[str, Any]:
-        facts: dict[str, Any] = {"kernels": kernels_from_log(text), "notes": []}
+    def read_log(self, text: str) -> LogFacts:
         version = version_from_log(text)
-        if version:
-            facts["server_version"] = f"vllm {version}"
         # what the kernels compute per format (Marlin NVFP4: weight-only) is written by Backend.numerics
-        return facts
+        return LogFacts(kernels=kernels_from_log(text), server_version=f"vllm {version}" if version else None)
 
 
 _VERSION_RE = re.compile(r"vLLM API server version (\S+)|LLM engine \(v(\d[\w.+-]*)\)", re.I)

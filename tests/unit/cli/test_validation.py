@@ -279,7 +279,7 @@ def test_numeric_flags_through_the_real_cli(tmp_path):
 def test_small_edge_values_run(tmp_path):
     """The smallest and largest values the rules accept are usable, not only parseable: a page set at the
     edges of every `pages synth` number is written and loads."""
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     for i, extra in enumerate([["--n", "1", "--noise", "0", "--calibration-fraction", "0", "--seed", str(2**70)],
                                ["--n", "2", "--noise", "1", "--calibration-fraction", "0.999", "--page-size", "64x64"]]):
@@ -434,7 +434,7 @@ def test_demo_pages_below_the_verdict_minimum_warn(capsys, tmp_path):
     """`demo --pages` below what gives the verdict's minimum of held-out pages warns (one line, naming the
     number that suffices) instead of running for minutes in silence; the default does not warn."""
     from quantgate.cli.study import demo_min_pages
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
     from quantgate.pages.synth import synth_pages
     from quantgate.study.demo import demo_study
 

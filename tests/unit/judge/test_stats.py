@@ -14,10 +14,12 @@ import pytest
 from scipy import stats as sps
 
 from quantgate.errors import InputError
+from quantgate.io.scores import read_scores
 from quantgate.judge import stats as st
-from quantgate.judge.compare import adjust_family, compare_files, compare_scores, holm_regressions
-from quantgate.score import read_scores
-from quantgate.score.metrics import REGISTRY
+from quantgate.judge.compare import compare_files, compare_scores
+from quantgate.judge.family import adjust_family, confirmed, holm
+from quantgate.schema.metrics import METRICS
+from quantgate.schema.scores import ScoreRow
 from tests.support.paths import DATA, REPO
 
 GOLDEN = DATA / "golden"
@@ -26,9 +28,8 @@ GOLDEN = DATA / "golden"
 def _scores(values, metric="ned", outputs=None):
     rows = {}
     for i, v in enumerate(values):
-        rows[f"p{i:03d}"] = {"page_id": f"p{i:03d}", metric: float(v)}
-        if outputs is not None:
-            rows[f"p{i:03d}"]["output_sha256"] = hashlib.sha256(outputs[i].encode()).hexdigest()
+        sha = {} if outputs is None else {"output_sha256": hashlib.sha256(outputs[i].encode()).hexdigest()}
+        rows[f"p{i:03d}"] = ScoreRow(page_id=f"p{i:03d}", **{metric: float(v)}, **sha)
     return rows
 
 
@@ -178,14 +179,15 @@ def test_equivalence_fails_a_suspiciously_better_candidate():
 
 
 def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
-    from quantgate.pages import load_pageset
-    from quantgate.score import get_metric, score_pages, write_scores
+    from quantgate.io.pageset import load_pageset
+    from quantgate.io.scores import write_scores
+    from quantgate.score import get_metric, score_pages
 
     ps = load_pageset(synth_pageset)
     pages = ps.split("all")
     preds = {p.id: ps.truth_text(p) for p in pages}
     rows = score_pages(ps, preds, [get_metric("ned")], "all")
-    assert all(r["output_sha256"] == hashlib.sha256(preds[r["page_id"]].encode()).hexdigest() for r in rows)
+    assert all(r.output_sha256 == hashlib.sha256(preds[r.page_id].encode()).hexdigest() for r in rows)
     write_scores(tmp_path / "a.jsonl", rows)
     changed = dict(preds, **{pages[0].id: preds[pages[0].id] + " "})  # same ned after whitespace folding
     write_scores(tmp_path / "b.jsonl", score_pages(ps, changed, [get_metric("ned")], "all"))
@@ -195,7 +197,7 @@ def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
     v = compare_scores(a, b, "ned", exact=True, min_pages=2)
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 10)
     assert compare_scores(a, b, "ned", min_pages=2).reason == "identical_outputs"  # the scores cannot tell
-    old = {k: {kk: vv for kk, vv in r.items() if kk != "output_sha256"} for k, r in a.items()}
+    old = {k: ScoreRow(**{kk: vv for kk, vv in r.line().items() if kk != "output_sha256"}) for k, r in a.items()}
     assert compare_scores(old, a, "ned", min_pages=2).pages_changed is None  # old score files still compare
     with pytest.raises(InputError, match="no output_sha256.*re-score"):
         compare_scores(old, a, "ned", exact=True, min_pages=2)
@@ -215,26 +217,33 @@ def test_pages_needed_normal_approximation():
 
 def test_holm_and_family_regressions():
     # Holm 1979 step-down on a textbook family: p sorted .005 .01 .03 .04 -> x4 x3 x2 x1, running max
-    assert st.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     rng = np.random.default_rng(6)
     base = rng.uniform(0.05, 0.3, 60)
     fam = [compare_scores(_scores(base), _scores(base + s + rng.normal(0, 0.03, 60)), "ned") for s in
            (0.04, 0.02, 0.0)]
     assert [v.verdict for v in fam][:1] == ["regression"]
     adj = adjust_family(fam)
-    assert [a.p_regression_holm for a in adj] == pytest.approx(st.holm([v.p_regression for v in fam]))
+    # step-down by hand: the k-th smallest p times (3 - k), a running maximum, at most 1
+    order = sorted(range(3), key=lambda i: fam[i].p_regression)
+    want, run = [0.0] * 3, 0.0
+    for k, i in enumerate(order):
+        run = max(run, min(1.0, (3 - k) * fam[i].p_regression))
+        want[i] = run
+    assert [a.p_regression_holm for a in adj] == pytest.approx(want)
     assert all(a.p_regression_holm >= v.p_regression for a, v in zip(adj, fam, strict=True))
-    calls = holm_regressions(fam)
+    calls = [confirmed(a) for a in adj]
     assert calls[0] and not calls[2]
     assert all(c <= (v.verdict == "regression") for c, v in zip(calls, fam, strict=True))
 
 
 def test_registry_margins_are_declared_and_listed_in_help():
-    from quantgate.cli.scoring import DEFAULT_MARGINS
+    from quantgate.cli import build_parser
 
-    assert DEFAULT_MARGINS == ", ".join(f"{m.name} {m.margin:g}" for m in REGISTRY.values())
-    for m in REGISTRY.values():
+    verbs = build_parser()._subparsers._group_actions[0].choices
+    for m in METRICS.values():
         assert 0 < m.margin < m.margin_ceiling and m.margin_why
+        assert f"{m.name} {m.margin:g}" in verbs["compare"].epilog and f"{m.name} {m.margin:g}" in verbs["study"].description
 
 
 # --- golden values ---------------------------------------------------------------------------
@@ -291,7 +300,7 @@ def test_bad_inputs_name_what_to_fix():
         compare_scores(a, fewer, "ned")
     with pytest.raises(InputError, match=r"between noise run and baseline: 1 only in the second \['p039'\]; .* pages being judged"):
         compare_scores(a, a, "ned", noise={k: v for k, v in a.items() if k != "p039"})
-    gap = dict(a, p005={"page_id": "p005", "ned": None})
+    gap = dict(a, p005=ScoreRow(page_id="p005", ned=None))
     with pytest.raises(InputError, match=r"noise run: no ned for 1 page\(s\).*\['p005'\]"):
         compare_scores(a, a, "ned", noise=gap)
     for kw, msg in (({"seed": -1}, "seed"), ({"n_resamples": 0}, "resamples"), ({"n_resamples": 999}, "resamples"),

@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from quantgate.errors import InputError, UnsafeInputError
-from quantgate.pages import check_pageset, load_pageset, split_of
+from quantgate.io.pageset import load_pageset, split_of
+from quantgate.pages.check import check_pageset
 from quantgate.pages.importer import ImportOptions, import_pages
 from quantgate.pages.synth import synth_pages
 from tests.support.paths import OLMOCR_SAMPLE

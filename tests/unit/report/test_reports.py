@@ -5,16 +5,20 @@ demo run are in test_study.py."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
-from quantgate.report import build_report, build_summary, load_summary, write_reports
-from quantgate.schema.run import RunManifest, Verdict
+from quantgate.report import build_summary, load_summary, write_reports
+from quantgate.schema.base import read_record_file
+from quantgate.schema.run import RunManifest
 from quantgate.schema.summary import Summary
-from quantgate.schema.variant import VariantManifest, read_record_file
+from quantgate.schema.variant import VariantManifest
+from quantgate.schema.verdict import Verdict
 from quantgate.study import gate
+from quantgate.study.spec import Study
 from tests.support.paths import REPO
 from tests.support.study_folder import _run, finished_study
 
@@ -27,11 +31,19 @@ WORST = {"fp8": [], "bad": [{"page_id": "p1", "metric": "ned", "baseline_value":
                             "truth": None, "baseline_output": "kept & DROPPED", "variant_output": "kept & "}]}
 
 
+@pytest.fixture(scope="module")
+def _finished(tmp_path_factory):
+    return finished_study(tmp_path_factory.mktemp("reports") / "out", worst=WORST)
+
+
 @pytest.fixture
-def study_dir(tmp_path):
+def study_dir(_finished, tmp_path):
     """A finished study folder as the study leaves it (weights, manifests, runs, score files, reports):
-    fp8 changes a quarter of the pages by a hair, bad reads 0.2 ned worse on 40% of them."""
-    out = finished_study(tmp_path / "out", worst=WORST)
+    fp8 changes a quarter of the pages by a hair, bad reads 0.2 ned worse on 40% of them. Built once per
+    module; each test gets its own copy (every path in it is relative to the folder)."""
+    import shutil
+
+    out = Path(shutil.copytree(_finished, tmp_path / "out"))
     return out, {name: out / "variants" / name for name in ("bf16", "fp8", "bad")}
 
 
@@ -42,7 +54,7 @@ def _build(out, dirs, **kw):
     s = json.loads((out / "summary.json").read_text())
     st = Study.model_validate(s["study"])
     verdicts, _ = study_verdicts(st, out)
-    return build_summary(s["study"], out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, 1, 2, WORST,
+    return build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, WORST,
                          inputs=verdict_inputs(st, out, out / "pages" / "pages.jsonl"), **kw)
 
 
@@ -84,12 +96,12 @@ def test_summary_built_through_the_models(study_dir):
                                       "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl"]
     assert s.inputs.files["scores/bad-c1.jsonl"] == sha256_file(out / "scores" / "bad-c1.jsonl")
     # the verdict rows keep the variant first and every Verdict field after it (what the study wrote before)
-    row = build_report(s.study, out, "f" * 64, dirs, [s.verdicts[0].model_dump()], 1, None, {},
-                       inputs=s.inputs.model_dump())
+    st = Study.model_validate(s.study)
+    row = build_summary(st, out, "f" * 64, dirs, [s.verdicts[0]], {}, inputs=s.inputs).model_dump()
     assert list(row["verdicts"][0]) == ["variant", *Verdict.model_fields]
     assert row["complete"] is False  # one verdict of the six the study expects
     with pytest.raises(InputError, match="outside the study folder"):
-        build_summary(s.study, out / "runs", "f" * 64, {"fp8": dirs["fp8"]}, [], 1, None, {}, inputs=s.inputs.model_dump())
+        build_summary(st, out / "runs", "f" * 64, {"fp8": dirs["fp8"]}, [], {}, inputs=s.inputs)
 
 
 @pytest.mark.parametrize("file,patch,field", [
@@ -196,14 +208,6 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     junit = (out / "junit.xml").read_text()
     assert 'failures="3"' in junit and 'skipped="0"' in junit and 'classname="quantgate.bad" name="ned"' in junit
     assert 'type="regression"' in junit and "regression (ci_beyond_margin): at least" in junit
-
-
-def test_the_report_knows_the_calibrated_minimum():
-    # reports import no other stage, so the renderers keep their own copy of the statistics' minimum
-    from quantgate.judge.stats import MIN_PAGES
-    from quantgate.report.markdown import CALIBRATED_MIN_PAGES
-
-    assert CALIBRATED_MIN_PAGES == MIN_PAGES
 
 
 # --- issue 20: engine settings beside the speed table ----------------------------------------------

@@ -1,7 +1,7 @@
 """Our olmOCR-bench checks agree with upstream's code as it is today (../shared/reference/olmocr-bench,
 not the older PyPI release), check by check, on every system's output in the bundled sample;
 format/footnote checks and bad checks behave as upstream's (the table model against upstream's:
-tests/unit/score/test_tablegraph.py). Math against upstream: tests/test_olmocr_math.py."""
+tests/unit/score/test_tablegraph.py). Math against upstream: tests/unit/score/test_olmocr_math.py."""
 
 import json
 from collections import Counter

@@ -10,9 +10,11 @@ import pytest
 from scipy import stats as sps
 
 from quantgate.errors import InputError
+from quantgate.io.scores import read_scores
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.stats import bootstrap_means, decide, percentile_ci
-from quantgate.score import get_metric, read_scores
+from quantgate.schema.scores import ScoreRow
+from quantgate.score import get_metric
 from quantgate.score.metrics import score_one
 from quantgate.score.normalize import Normalization
 from quantgate.score.tables import table_teds
@@ -86,7 +88,7 @@ def test_bootstrap_is_seeded_and_chunked_consistently():
 
 
 def _scores(values, metric="ned"):
-    return {f"p{i}": {"page_id": f"p{i}", metric: float(v)} for i, v in enumerate(values)}
+    return {f"p{i}": ScoreRow(page_id=f"p{i}", **{metric: float(v)}) for i, v in enumerate(values)}
 
 
 def test_verdicts_on_constructed_data():
@@ -150,7 +152,7 @@ def run(*a):
 
 
 def test_cli_score_and_compare(tmp_path, synth_pageset):
-    from quantgate.pages import load_pageset
+    from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(synth_pageset)
     good, bad = tmp_path / "good", tmp_path / "bad"
@@ -169,7 +171,7 @@ def test_cli_score_and_compare(tmp_path, synth_pageset):
     run("score", "--pages", str(synth_pageset), "--predictions", str(bad), "-o", str(tmp_path / "b.jsonl"),
         "--split", "all", "--metrics", "ned,bow_f1")
     r = run("compare", str(tmp_path / "g.jsonl"), str(tmp_path / "b.jsonl"), "--metric", "ned", "--margin", "0.02", "--json")
-    assert r.returncode == 2  # 10 pages: below the minimum for a calibrated interval (tests/test_stats.py)
+    assert r.returncode == 2  # 10 pages: below the minimum for a calibrated interval (tests/unit/judge/test_stats.py)
     v = json.loads(r.stdout)
     for k in ("verdict", "n", "delta", "ci_low", "ci_high", "margin", "noise_floor", "seed", "pages_needed"):
         assert k in v

@@ -12,6 +12,7 @@ import pytest
 from quantgate.errors import InputError
 from quantgate.serve.backends import make_backend
 from quantgate.serve.backends.vllm import kernels_from_log, version_from_log
+from quantgate.serve.run import ServeHooks, ServeOptions
 from tests.support.paths import REPO
 
 VLLM_LOG = """INFO 11-29 12:00:01 [api_server.py:1] vLLM API server version 0.26.0
@@ -56,8 +57,7 @@ def test_vllm_serves_a_fixture(tiny_models, synth_pageset, tmp_path):
 
     assert os.environ.get("QUANTGATE_VLLM"), "set QUANTGATE_VLLM"
     b = make_backend("vllm", extra_args=["--enforce-eager", "--gdn-prefill-backend", "triton"])
-    m = serve_variant(tiny_models["qwen3_5"], synth_pageset, b, tmp_path / "run", concurrency=[1, 4], max_tokens=8,
-                      log=lambda s: None)
+    m = serve_variant(tiny_models["qwen3_5"], synth_pageset, b, tmp_path / "run", ServeOptions(concurrency=[1, 4], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(tmp_path / "run")
     assert len(recs) == 2 * m.levels[0].n_requests and all(r.error is None for r in recs)
     assert m.server_version and m.server_version.startswith("vllm")
@@ -263,8 +263,7 @@ def test_external_backend_starts_the_users_command_and_stops_it(stub_pages, tmp_
 
     b = make_backend("external", start_command=_stub_command(), model="stub")
     assert not b.serves_local_weights  # the command does not name {model}: a name, not a folder
-    m = serve_variant(Path("stub"), stub_pages, b, tmp_path / "run", concurrency=[1, 2], max_tokens=8,
-                      log=lambda s: None)
+    m = serve_variant(Path("stub"), stub_pages, b, tmp_path / "run", ServeOptions(concurrency=[1, 2], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     recs = load_records(tmp_path / "run")
     assert len(recs) == 8 and all(r.error is None and r.output == "# Title\n\nhello world" for r in recs)
     assert m.backend == "external" and m.variant_fingerprint is None
@@ -280,7 +279,7 @@ def test_external_backend_with_model_placeholder_checks_the_folder(stub_pages, t
     assert b.serves_local_weights
     (tmp_path / "v").mkdir()
     with pytest.raises(InputError, match="not a model folder"):
-        serve_variant(tmp_path / "v", stub_pages, b, tmp_path / "run", log=lambda s: None)
+        serve_variant(tmp_path / "v", stub_pages, b, tmp_path / "run", hooks=ServeHooks(log=lambda s: None))
 
 
 def test_external_backend_from_the_command_line(stub_pages, tmp_path):
@@ -338,8 +337,7 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
 
     variant = _fp8_nvfp4_variant(tmp_path / "variant")
     run = tmp_path / "run"
-    first = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
-                          log=lambda s: None)
+    first = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert first.server_version == "vllm 0.26.0" and first.server_command[:2] == ["sh", "-c"]
     assert first.kernels == {"CompressedTensorsW8A8Fp8": {"CutlassFP8ScaledMMLinearKernel": 1},
                              "NVFP4": {"MarlinNvFp4LinearKernel": 1}}
@@ -353,8 +351,7 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
     assert not any("weights-only or weights+activations not measured" in n for n in first.notes)
     before = json.loads((run / "run.json").read_text())
     assert before["numerics"] == num.model_dump()
-    again = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
-                          log=lambda s: None)
+    again = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert (run / "server.log").read_text().count("$ sh -c") == 1  # nothing left to send: no second start
     after = json.loads((run / "run.json").read_text())
     for key in ("kernels", "numerics", "server_version", "server_command", "notes", "levels"):
@@ -365,8 +362,7 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
                 "accuracy is not Blackwell's W4A4 accuracy")
     older = {**before, "numerics": None, "notes": [n for n in before["notes"] if "runs" not in n] + [old_note]}
     (run / "run.json").write_text(json.dumps(older))
-    serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, concurrency=[1], max_tokens=8,
-                  log=lambda s: None)
+    serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     upgraded = json.loads((run / "run.json").read_text())
     assert upgraded["numerics"] == before["numerics"] and sorted(upgraded["notes"]) == sorted(before["notes"])
 
@@ -380,8 +376,7 @@ def test_server_facts_come_from_this_start_of_the_log_only(stub_pages, tmp_path)
     run = tmp_path / "run"
     run.mkdir()
     (run / "server.log").write_text("$ vllm serve (an earlier start)\n" + VLLM_LOG)
-    m = serve_variant(variant, stub_pages, _logging_stub(tmp_path, "INFO nothing about kernels\n"), run,
-                      concurrency=[1], max_tokens=8, log=lambda s: None)
+    m = serve_variant(variant, stub_pages, _logging_stub(tmp_path, "INFO nothing about kernels\n"), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert m.kernels == {} and m.server_version is None
     assert {f.evidence for f in m.numerics.formats.values()} == {"not measured"}
     assert not any("Marlin" in n or "Cutlass" in n for n in m.notes)
@@ -390,8 +385,7 @@ def test_server_facts_come_from_this_start_of_the_log_only(stub_pages, tmp_path)
     # a later start that names kernels: read from its own part
     (run / "run.json").unlink()
     (run / "requests.jsonl").unlink()
-    m2 = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG.replace("0.26.0", "0.27.1")), run,
-                       concurrency=[1], max_tokens=8, log=lambda s: None)
+    m2 = serve_variant(variant, stub_pages, _logging_stub(tmp_path, VLLM_LOG.replace("0.26.0", "0.27.1")), run, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
     assert m2.server_version == "vllm 0.27.1" and m2.numerics.formats["nvfp4"].computes == "weights-only"
 
 

@@ -13,6 +13,7 @@ import pytest
 from quantgate.errors import InputError
 from quantgate.serve.backends import make_backend
 from quantgate.serve.backends.vllm import compile_start_from_log, engine_from_log
+from quantgate.serve.run import ServeHooks, ServeOptions
 from tests.support.paths import DATA as TEST_DATA
 from tests.support.paths import REPO
 
@@ -121,7 +122,7 @@ def test_vllm_cache_is_cold_then_warm_and_recorded(pages, tmp_path, monkeypatch)
 
     def run(name, **opts):
         b = make_backend("vllm", vllm_cmd=FAKE_VLLM, compile_cache=str(cache), startup_timeout_s=60, **opts)
-        m = serve_variant(variant, pages, b, tmp_path / name, concurrency=[1], max_tokens=8, log=lambda s: None)
+        m = serve_variant(variant, pages, b, tmp_path / name, ServeOptions(concurrency=[1], max_tokens=8), hooks=ServeHooks(log=lambda s: None))
         assert json.loads((tmp_path / name / "run.json").read_text())["engine"] == m.engine.model_dump()
         return m.engine
 
@@ -163,15 +164,14 @@ def test_a_compile_cache_that_is_a_file_is_one_clear_error(tmp_path):
 
 def test_study_compile_cache_defaults_to_the_study_folder(tmp_path):
     from quantgate.serve.backends.derive import study_backend_specs
-    from quantgate.study.run import with_compile_cache
 
     vllm = study_backend_specs()["vllm"]
     out, base = tmp_path / "out", tmp_path / "studies"
-    assert with_compile_cache(vllm(), base, out).compile_cache == str((out / ".vllm-cache").resolve())
-    assert with_compile_cache(vllm(compile_cache="c"), base, out).compile_cache == str((base / "c").resolve())
-    assert with_compile_cache(vllm(compile_cache="none"), base, out).compile_cache == "none"
+    assert vllm().resolved(base, out).compile_cache == str((out / ".vllm-cache").resolve())
+    assert vllm(compile_cache="c").resolved(base, out).compile_cache == str((base / "c").resolve())
+    assert vllm(compile_cache="none").resolved(base, out).compile_cache == "none"
     tf = study_backend_specs()["transformers"]()
-    assert with_compile_cache(tf, base, out) is tf
+    assert tf.resolved(base, out) is tf
 
 
 def test_vllm_runs_with_its_production_defaults_unless_told(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from quantgate.schema.base import read_record_file
 from quantgate.schema.run import RunManifest
-from quantgate.schema.variant import read_record_file
 from quantgate.serve.kernels import UNATTRIBUTED, gemm_kernel, gemm_time, gemm_time_from_profile, kernels_from_log
 from tests.support.paths import REPO
 
@@ -211,7 +211,7 @@ def test_runs_that_differ_only_in_kernels_differ_in_summary_and_report(tmp_path)
     pages = out / "pages" / "pages.jsonl"
     from quantgate.io.fileio import sha256_file
 
-    summary = build_summary(s["study"], out, sha256_file(pages), dirs, study_verdicts(st, out)[0], 1, 2,
+    summary = build_summary(st, out, sha256_file(pages), dirs, study_verdicts(st, out)[0],
                             {"w4a16": [], "w4a16-marlin": []}, inputs=verdict_inputs(st, out, pages))
     write_reports(summary, out)
     written = json.loads((out / "summary.json").read_text())

@@ -14,7 +14,7 @@ import yaml
 from quantgate.errors import InputError
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.schema.sensitivity import Group, Measurement, Reference, SensitivityFile, Sizes
-from quantgate.schema.tune import Measured
+from quantgate.schema.tune import Measured, TrialStudy
 from quantgate.sensitivity.recommend import recommend
 from quantgate.tune import policy
 from quantgate.tune.loop import TRIALS, TUNE_JSON, Tuner, load_trials
@@ -118,6 +118,14 @@ def test_a_recipe_that_quantizes_nothing_stops_the_loop():
 
 # --- the loop, with a stand-in for the study ---------------------------------------------------------
 
+def trial_study(verdicts: list[dict], variants: list[dict]) -> TrialStudy:
+    """What the study step returns, from a stand-in's page verdicts (variant, then the fields the tune reads)."""
+    measured: dict[str, list[Measured]] = {}
+    for v in verdicts:
+        measured.setdefault(v["variant"], []).append(Measured(source="pages", **{k: x for k, x in v.items() if k != "variant"}))
+    return TrialStudy(measured=measured, weights_bytes={v["name"]: v["weights_bytes"] for v in variants})
+
+
 class FakeStudy:
     """Judges each variant's recipe by a stated rule: INT2 on layer 2 regresses (the KL said it was
     the most harmless), anything else is within noise. ``kill_at`` raises as a kill would."""
@@ -126,7 +134,7 @@ class FakeStudy:
         self.calls: list[str] = []
         self.kill_at = kill_at
 
-    def __call__(self, study_file: Path, out: Path, log) -> dict:
+    def __call__(self, study_file: Path, out: Path, log) -> TrialStudy:
         spec = yaml.safe_load(Path(study_file).read_text())
         assert spec["output"] == str(out.resolve()) and Path(spec["model"]).is_absolute()
         trial = spec["variants"][-1]["name"]
@@ -143,7 +151,7 @@ class FakeStudy:
                              "n": 30, "baseline_mean": 0.0, "candidate_mean": d, "delta": d, "ci_low": d - 0.01,
                              "ci_high": hi, "margin": 0.01, "pages_needed": None, "pages_changed": 3 if bad else 0})
             variants.append({"name": v["name"], "weights_bytes": 123})
-        return {"verdicts": verdicts, "variants": variants}
+        return trial_study(verdicts, variants)
 
 
 @pytest.fixture
@@ -330,7 +338,7 @@ class UndecidedStudy(FakeStudy):
     """Every recipe changes a page or two: inconclusive on 30 pages (the verdict asks for 40), within noise
     on 40."""
 
-    def __call__(self, study_file: Path, out: Path, log) -> dict:
+    def __call__(self, study_file: Path, out: Path, log) -> TrialStudy:
         spec = yaml.safe_load(Path(study_file).read_text())
         self.calls.append((spec["variants"][-1]["name"], spec["limit"]))
         rows = []
@@ -340,7 +348,7 @@ class UndecidedStudy(FakeStudy):
                          "reason": "ci_inside_margin" if enough else "ci_straddles_margin", "higher_is_better": False,
                          "n": spec["limit"], "delta": 0.003, "ci_low": -0.001, "ci_high": 0.008 if enough else 0.012,
                          "margin": 0.01, "pages_needed": None if enough else 40, "pages_changed": 2})
-        return {"verdicts": rows, "variants": [{"name": v["name"], "weights_bytes": 1} for v in spec["variants"]]}
+        return trial_study(rows, [{"name": v["name"], "weights_bytes": 1} for v in spec["variants"]])
 
 
 def test_an_undecided_verdict_is_tightened_with_more_pages_when_the_split_has_them(setup, monkeypatch):

@@ -1,0 +1,93 @@
+"""What a page metric is, apart from how it is computed: its name, direction, range and declared
+non-inferiority margin with the reason for it (docs/statistics.md). The implementations are
+``quantgate.score.metrics``; everything that judges a metric — a study's margins when its YAML is read,
+``compare``, the gate — reads the spec from here, so a margin is checked by one rule and defaults in one place."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from quantgate.errors import InputError
+
+MarginSource = Literal["registry", "given"]
+
+
+class MetricSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    higher_is_better: bool
+    range: tuple[float, float | None]  # None: unbounded above
+    doc: str
+    margin: float  # default margin, in the metric's units, for the mean over pages
+    margin_why: str  # one line: what a shift of one margin means on a page
+
+    @property
+    def margin_ceiling(self) -> float:
+        """Margins at or above this are refused: the metric's whole range (1 for unbounded rates,
+        where 1 is one error per truth unit)."""
+        lo, hi = self.range
+        return 1.0 if hi is None else hi - lo
+
+
+METRICS: dict[str, MetricSpec] = {s.name: s for s in (
+    MetricSpec(name="ned", higher_is_better=False, range=(0.0, 1.0), margin=0.01, margin_why="one character in a hundred",
+               doc="normalized Levenshtein distance: edits / max(len(pred), len(truth)), after NFKC + whitespace folding"),
+    MetricSpec(name="cer", higher_is_better=False, range=(0.0, None), margin=0.01,
+               margin_why="one character error per hundred truth characters", doc="character error rate: edits / len(truth)"),
+    MetricSpec(name="wer", higher_is_better=False, range=(0.0, None), margin=0.02,
+               margin_why="one word in fifty (one wrong character already costs its whole word)",
+               doc="word error rate: word edits / words in truth (a CJK, kana or Thai character is a word)"),
+    MetricSpec(name="bow_f1", higher_is_better=True, range=(0.0, 1.0), margin=0.01,
+               margin_why="about one word in a hundred missing or extra",
+               doc="bag-of-words F1 after markdown stripping: content regardless of order (words as wer counts them)"),
+    MetricSpec(name="table_teds", higher_is_better=True, range=(0.0, 1.0), margin=0.02,
+               margin_why="about one wrong cell in a 7 x 7 table (one node of ~57)",
+               doc="tree-edit-distance similarity of tables (pages whose truth has tables)"),
+    MetricSpec(name="checks", higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
+               doc="pass rate of olmOCR-bench checks as upstream scores them (present/absent/order/table/baseline/format/"
+                   "footnote/math); math renders KaTeX in headless Chromium and is skipped, counted by reason, without it"),
+)}
+
+
+def metric_spec(name: str) -> MetricSpec:
+    if name not in METRICS:
+        raise InputError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    return METRICS[name]
+
+
+def margin_problem(metric: str, margin: object) -> str | None:
+    """What is wrong with ``margin`` for ``metric`` (None: nothing). A margin is a finite number > 0 and
+    below the metric's range (metrics outside the registry, e.g. lm-eval's, only the first two)."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)):
+        return f"{margin!r} is not a number; give the margin in {metric}'s units, e.g. 0.01"
+    m = float(margin)
+    if not math.isfinite(m) or m <= 0:
+        return (f"{margin} is not a usable margin for {metric}: it must be a finite number > 0 (exact equality is its "
+                "own mode: compare --exact)")
+    if metric in METRICS and m >= METRICS[metric].margin_ceiling:
+        return (f"{margin} is not below {metric}'s range ({METRICS[metric].margin_ceiling:g}): every candidate would "
+                f"pass; the default is {METRICS[metric].margin:g}")
+    return None
+
+
+def check_margin(metric: str, margin: object, *, where: str = "margin") -> float:
+    """``margin`` as a float, or InputError naming ``where`` (:func:`margin_problem` is the rule)."""
+    problem = margin_problem(metric, margin)
+    if problem:
+        raise InputError(f"{where}: {problem}")
+    return float(margin)  # type: ignore[arg-type]  # a number: margin_problem said so
+
+
+def declared_margin(metric: str, given: float | None) -> tuple[float, MarginSource]:
+    """The margin a verdict on ``metric`` uses — ``given``, else the registry's default — and where it came
+    from; the one place a default margin is looked up."""
+    if given is not None:
+        return check_margin(metric, given, where=f"margin for {metric}"), "given"
+    if metric not in METRICS:
+        raise InputError(f"metric {metric!r} is not in quantgate's registry, so it has no default margin: "
+                         "give one in its units")
+    return METRICS[metric].margin, "registry"

@@ -1,0 +1,81 @@
+"""The page set's files: ``pages.jsonl`` (one :class:`PageRecord` a line) and ``pageset.json``
+(:class:`PageSetManifest`, with :class:`SynthSpec` for a synthesized set)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from quantgate.schema.base import Record
+
+Split = Literal["calibration", "heldout"]
+
+
+class PageSource(Record):
+    file: str
+    page: int | None = None  # 1-based page number for PDFs
+
+
+class PageRecord(Record):
+    """One line of ``pages.jsonl``. Paths are relative to the page-set folder."""
+
+    schema_version: Literal[1] = 1
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
+    image: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    phash: str | None = None  # perceptual hash (hex), for near-duplicate leakage checks
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    source: PageSource
+    truth: str | None = None
+    truth_sha256: str | None = None
+    checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
+    split: Split
+    tags: list[str] = Field(default_factory=list)
+
+
+class SynthSpec(Record):
+    """How ``pages synth`` made a page set: every argument that changes its pages. A study compares it
+    with its own ``pages.synth`` before reusing the folder."""
+
+    n: int
+    seed: int
+    calibration_fraction: float
+    profile: str
+    noise: float
+    width: int | None = None
+    page_size: list[int] | None = None  # [width, height]
+
+
+class PageSetManifest(Record):
+    """``pageset.json``: how the set was made, so a split can be reproduced and checked."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["quantgate.pageset"] = "quantgate.pageset"
+    created_by: str
+    seed: int
+    calibration_fraction: float
+    n_pages: int
+    pages_sha256: str  # sha256 of pages.jsonl
+    synth: SynthSpec | None = None  # set by `pages synth`; None for imported sets (and synth sets made before it)
+    notes: list[str] = Field(default_factory=list)
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+
+class PageSetStats(Record):
+    """What ``quantgate pages stats`` prints about a page set."""
+
+    pages: int
+    splits: dict[str, int]
+    tags: dict[str, int]
+    with_truth: int
+    with_checks: int
+    checks: int
+    with_neither: int
+    truth_chars_median: int | float | None
+    megapixels_median: float | None
+    width_range: list[int] | None
+    height_range: list[int] | None

@@ -1,0 +1,83 @@
+"""One line of ``scores.jsonl``: a page's scores (:class:`ScoreRow`). Read and written by
+``quantgate.io.scores``; made by ``quantgate.score``; judged by ``quantgate.judge``."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from quantgate.schema.base import FieldError, Record
+
+RESERVED = ("page_id", "empty", "error", "output_sha256")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ScoreRow(BaseModel):
+    """One page's scores. The metric keys are an open set (the scoring registry names them in a score file;
+    lm-eval's ``metric,filter`` names in its paired samples), so this is the one record that allows extra keys;
+    each must be a finite number or null (the metric does not apply). Rows carry no ``schema_version``: a line
+    is a plain table row, read by pandas too."""
+
+    model_config = ConfigDict(extra="allow")
+
+    page_id: str = Field(min_length=1)
+    empty: bool = False
+    error: Literal["missing", "request failed"] | None = None
+    # sha256 of the output text (None: no output), what `compare --exact` compares; absent in older files
+    output_sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fields(cls, obj: Any) -> Any:
+        # messages that read as the file's own line: "s.jsonl:2: ned = '0.1' is not a number"
+        if not isinstance(obj, dict):
+            return obj
+        pid = obj.get("page_id")
+        if not isinstance(pid, str) or not pid:
+            raise FieldError((), "missing or non-string 'page_id'")
+        h = obj.get("output_sha256")
+        if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
+            raise FieldError((), f"output_sha256 = {h!r} is not a sha256 hex digest")
+        for k, v in obj.items():
+            if k in RESERVED or v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise FieldError((), f"{k} = {v!r} is not a number")
+            if not math.isfinite(v):
+                raise FieldError((), f"{k} is {v} (not finite)")
+        return obj
+
+    @property
+    def metrics(self) -> dict[str, float | None]:
+        return dict(self.model_extra or {})
+
+    def value(self, metric: str) -> float | None:
+        """The page's value of ``metric``; None where it does not apply or the row lacks it."""
+        return (self.model_extra or {}).get(metric)
+
+    @property
+    def has_output_hash(self) -> bool:
+        """Whether the row records its output's hash at all (files scored before quantgate did have none)."""
+        return "output_sha256" in self.model_fields_set
+
+    def line(self) -> dict[str, Any]:
+        """The row as its line holds it: ``error`` only when set, the metrics last."""
+        head: dict[str, Any] = {"page_id": self.page_id, "empty": self.empty}
+        if self.has_output_hash:
+            head["output_sha256"] = self.output_sha256
+        if self.error is not None:
+            head["error"] = self.error
+        return head | self.metrics
+
+
+class MetricSummary(Record):
+    """A metric's mean over the pages it applies to, with a 95% bootstrap interval (``quantgate score``)."""
+
+    metric: str
+    direction: Literal["higher", "lower"]
+    n: int
+    mean: float | None
+    ci95: tuple[float, float] | None

@@ -1,0 +1,204 @@
+"""A study's YAML as a record: every number is checked when the file is read (unknown keys refused with
+their path), so a study stops before any page is drawn, weight written or server started. The margins are
+checked here by the metrics' own rule (``schema.metrics``), whoever reads a study — ``quantgate study``, the
+gate re-reading the study a summary.json echoes, a tune. The ``backend:`` block is typed by the registered
+backends (``quantgate.study.spec``, which narrows :class:`Study` to them); here it is any block with a
+``name``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from quantgate.schema.base import FieldError, Record
+from quantgate.schema.metrics import METRICS, declared_margin, margin_problem
+from quantgate.schema.run import DEFAULT_PROMPT
+from quantgate.schema.summary import Summary
+from quantgate.schema.verdict import MIN_PAGES, MIN_RESAMPLES, TestName
+
+
+class _S(BaseModel):
+    # no float field takes nan or inf: checked when the YAML is loaded, before any page, weight or server
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _not_bool(v):
+    # YAML reads yes/no/on/off/true/false as booleans, which pydantic would take as 1 and 0
+    if isinstance(v, bool):
+        raise ValueError("expected a number, not true/false")
+    return v
+
+
+_Num = BeforeValidator(_not_bool)
+PositiveInt = Annotated[int, _Num, Field(ge=1)]
+NonNegativeInt = Annotated[int, _Num, Field(ge=0)]
+PositiveFloat = Annotated[float, _Num, Field(gt=0)]
+# each request in flight holds a connection; a wait longer than a day is a hang (as the CLI flags)
+ConcurrencyLevel = Annotated[int, _Num, Field(ge=1, le=65_535)]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+class SynthPages(_S):
+    n: Annotated[int, _Num, Field(ge=2)]
+    seed: NonNegativeInt = 0
+    profile: Literal["doc", "simple", "reader"] = "doc"
+    calibration_fraction: Annotated[float, _Num, Field(ge=0, lt=1)] = 0.2
+    noise: Annotated[float, _Num, Field(ge=0, le=1)] = 0.03
+
+
+class PagesSpec(_S):
+    path: str | None = None
+    synth: SynthPages | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        if (self.path is None) == (self.synth is None):
+            raise ValueError("give exactly one of 'path' (an existing page set) or 'synth'")
+        return self
+
+
+class VariantSpec(_S):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    recipe: str
+    server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
+    server_env: dict[EnvName, str] = Field(default_factory=dict)  # e.g. {VLLM_BATCH_INVARIANT: "1"}
+
+
+class BackendBlock(BaseModel):
+    """``backend:`` as this module sees it: a backend's name and its options (``quantgate.study.spec`` types
+    them by the registered backends)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "transformers"
+
+
+class LmEvalSpec(_S):
+    tasks: list[str] = Field(default_factory=list)  # lm-eval task names
+    include_path: str | None = None  # folder of local task YAML (offline: dataset_path: json + data_files)
+    page_task: bool = True  # add quantgate_page_heading, built from the study's page set
+    limit: PositiveInt | None = None  # documents per task
+    concurrent: PositiveInt = 1
+    margin: PositiveFloat = 0.02  # equivalence margin in each metric's units
+    margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per "metric" or "task/metric"
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not self.tasks and not self.page_task:
+            raise ValueError("lm_eval needs tasks, or page_task: true")
+        return self
+
+
+class SequentialSpec(_S):
+    """``sequential:``: serve the accuracy pass in a seeded random order, in batches, and stop a candidate
+    once every verdict is decisive (``quantgate.judge.sequential``; docs/statistics.md, "Sequential
+    verdicts in a study"). Give ``looks`` (equally spaced) or ``step`` (pages between looks), not both."""
+
+    looks: PositiveInt | None = None  # equally spaced looks over the page budget (4: every 25%); default 4
+    step: PositiveInt | None = None  # or: a look every `step` pages
+    first_look: PositiveInt | None = None  # no look before this many pages (default 60; never below min_pages)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    page_budget: PositiveInt | None = None  # pages at most per candidate (default: every judged page)
+    order_seed: NonNegativeInt | None = None  # the serving order's seed (default: the study's seed)
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.looks is not None and self.step is not None:
+            raise ValueError("give 'looks' (equally spaced looks) or 'step' (pages between looks), not both")
+        if self.looks is None and self.step is None:
+            self.looks = 4
+        return self
+
+
+class Study(_S):
+    schema_version: Annotated[Literal[1], _Num] = 1
+    name: str
+    model: str
+    prompt: str = DEFAULT_PROMPT
+    pages: PagesSpec
+    split: str = "heldout"
+    limit: PositiveInt | None = None
+    variants: list[VariantSpec] = Field(min_length=2)
+    baseline: str = "bf16"
+    calibration_samples: PositiveInt = 32
+    backend: BackendBlock = Field(default_factory=BackendBlock)
+    concurrency: list[ConcurrencyLevel] = Field(default_factory=lambda: [1, 8], min_length=1)
+    noise_concurrency: ConcurrencyLevel | None = None  # the baseline's second level, used as its noise run
+    max_tokens: PositiveInt = 1024
+    timeout_s: Annotated[float, _Num, Field(gt=0, le=86_400)] = 600.0
+    slo_s: PositiveFloat = 10.0
+    metrics: list[str] = Field(default_factory=lambda: ["ned", "cer", "bow_f1"])
+    margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per metric; unset: the registry's margin
+    seed: NonNegativeInt = 0
+    resamples: PositiveInt = 10_000
+    # below the calibrated minimum (MIN_PAGES) only for smoke tests: the report says the verdicts are not calibrated
+    min_pages: Annotated[int, _Num, Field(ge=2)] = MIN_PAGES
+    test: TestName = "non_inferiority"
+    output: str | None = None
+    lm_eval: LmEvalSpec | None = None
+    sequential: SequentialSpec | None = None  # off by default: every page is served (the fixed design)
+    # all_at_once: each variant's server starts as soon as its weights are written, so the starts (compiles)
+    # overlap each other and the later quantizations; then the variants' pages are served one after another
+    # with the others idle (quantgate.study.run)
+    servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
+    gpus: list[NonNegativeInt] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES per server, round robin
+
+    @field_validator("resamples")
+    @classmethod
+    def _enough_resamples(cls, v: int) -> int:
+        if v < MIN_RESAMPLES:
+            raise FieldError((), f"{v} must be an integer >= {MIN_RESAMPLES} (a 5% tail from fewer rests on a few "
+                                 "dozen values)")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self):
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"variant names must be unique: {names}")
+        if self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not one of the variants {names}")
+        if self.sequential is not None and self.test == "exact":
+            raise ValueError("sequential: the exact test compares every page's text and has no looks; use test "
+                             "non_inferiority or equivalence with sequential, or remove the sequential block")
+        for i, m in enumerate(self.metrics):
+            if m not in METRICS:
+                raise FieldError(("metrics", i), f"unknown metric {m!r}; known: {', '.join(METRICS)}")
+        for m, value in self.margins.items():
+            if m not in self.metrics:
+                raise FieldError(("margins", m), f"not one of the study's metrics {self.metrics}; a margin for a "
+                                                 "metric the study does not compute would judge nothing")
+            problem = margin_problem(m, value)
+            if problem:
+                raise FieldError(("margins", m), problem)
+        return self
+
+    # --- what the study's fields imply, computed here once -----------------------------------------------
+
+    @property
+    def compare_level(self) -> int:
+        """The concurrency level every verdict is made at: the first."""
+        return self.concurrency[0]
+
+    @property
+    def noise_level(self) -> int | None:
+        """The baseline's second level, its noise run (None: the study has no second level)."""
+        return self.noise_concurrency or (self.concurrency[1] if len(self.concurrency) > 1 else None)
+
+    def levels_of(self, variant: str) -> list[int]:
+        """The levels a variant is served at: the study's, and for the baseline also its noise level."""
+        noise = [self.noise_level] if variant == self.baseline and self.noise_level else []
+        return sorted(set(list(self.concurrency) + noise))
+
+    def margins_used(self) -> dict[str, float]:
+        """The margin each metric is judged against: the study's, else the registry's."""
+        return {m: declared_margin(m, self.margins.get(m))[0] for m in self.metrics}
+
+
+class StudyOutcome(Record):
+    """What ``quantgate study`` returns: its folder and either the report it wrote or the stage it was told to
+    stop after (tests stop early)."""
+
+    out: str
+    stopped_after: Literal["quantize", "serve", "score"] | None = None
+    summary: Summary | None = None

@@ -1,0 +1,101 @@
+"""The serving side of a sequential study's accuracy pass (``serve_variant(batches=...)``): each batch's new
+records scored, the looks replayed (``quantgate.judge.replay``), and the next look's pages named. The
+baseline's pass is the whole page budget as one batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from quantgate.io.pageset import PageSet
+from quantgate.judge.replay import Plan, replay, stop_record
+from quantgate.schema.run import RequestRecord, SequentialStop
+from quantgate.schema.scores import ScoreRow
+from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.study import Study
+
+Rows = dict[str, ScoreRow]
+
+
+class SequentialPass:
+    """A candidate's accuracy pass for ``serve_variant(batches=...)``: after each batch the candidate's new
+    records are scored, the looks replayed, and the next look's pages named (None once it stops)."""
+
+    def __init__(self, st: Study, plan: Plan, ps: PageSet, run_dir: Path, level: int, base: Rows, noise: Rows | None,
+                 on_look: Callable[[SequentialDecision], None] | None = None):
+        from quantgate.score import parse_metric_list
+
+        self.st, self.plan, self.ps, self.run_dir, self.level = st, plan, ps, Path(run_dir), level
+        self.base, self.noise, self.on_look = base, noise, on_look
+        self.metrics = parse_metric_list(st.metrics)
+        self.record: SequentialStop | None = None
+        self.decision: SequentialDecision | None = None
+        self._rows: dict[tuple[str, str | None], ScoreRow] = {}
+        # failures recorded before this run: not counted until re-sent once (a transient timeout must not decide a
+        # look, as the fixed design re-sends failures on resume); a failure of this run counts (no endless retry)
+        self._stale = {(r.page_id, r.end) for r in _latest(self.run_dir, level) if r.error is not None}
+
+    def _cand(self) -> Rows:
+        from quantgate.score import score_pages
+
+        preds = {r.page_id: (r.output if r.error is None else None)
+                 for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
+        new = {p: t for p, t in preds.items() if (p, t) not in self._rows}
+        if new:
+            for row in score_pages(self.ps, new, self.metrics, self.st.split, only=set(new)):
+                self._rows[(row.page_id, new[row.page_id])] = row
+        return {p: self._rows[(p, t)] for p, t in preds.items() if (p, t) in self._rows}
+
+    def next(self) -> list[str] | None:
+        dec, nxt = replay(self.st, self.plan, self.base, self._cand(), self.noise)
+        if dec is not None and (self.decision is None or dec.look != self.decision.look) and self.on_look:
+            self.on_look(dec)
+        self.decision = dec
+        self.record = None if dec is None else stop_record(dec, self.level)
+        return nxt
+
+
+def _latest(run_dir: Path, level: int) -> list[RequestRecord]:
+    from quantgate.serve import load_records
+
+    return [r for r in load_records(run_dir) if r.concurrency == level]
+
+
+class FixedPass:
+    """The baseline's accuracy pass: the whole page budget, in the same order, as one batch — sent once per run
+    of the study, as the fixed design sends it (a page that fails is re-sent on the next run, not in a loop)."""
+
+    record = None
+
+    def __init__(self, ids: list[str], run_dir: Path, level: int):
+        self.ids, self.run_dir, self.level = ids, Path(run_dir), level
+        self._sent = False
+
+    def next(self) -> list[str] | None:
+        have = {r.page_id for r in _latest(self.run_dir, self.level) if r.error is None}
+        if self._sent or all(i in have for i in self.ids):
+            return None
+        self._sent = True
+        return self.ids
+
+
+def level_rows(st: Study, ps: PageSet, run_dir: Path, level: int) -> Rows:
+    """A run's score rows at one level, for the pages it has records of (as the score stage writes them)."""
+    from quantgate.score import load_predictions, parse_metric_list, score_pages
+
+    preds = load_predictions(run_dir, ps, st.split, level)
+    rows = score_pages(ps, preds, parse_metric_list(st.metrics), st.split, only=set(preds))
+    return {r.page_id: r for r in rows}
+
+
+def accuracy_pass(st: Study, plan: Plan, ps: PageSet, out: Path, variant: str, log: Callable[[str], None]
+                  ) -> SequentialPass | FixedPass:
+    """The batches of a sequential study's accuracy pass (the first concurrency level) for ``variant``: the
+    baseline's whole page budget, or a candidate's looks against the baseline's (and its noise run's) scores."""
+    c0, run_dir, noise_level = st.compare_level, Path(out) / "runs" / variant, st.noise_level
+    if variant == st.baseline:
+        return FixedPass(plan.order, run_dir, c0)
+    brun = Path(out) / "runs" / st.baseline
+    return SequentialPass(st, plan, ps, run_dir, c0, level_rows(st, ps, brun, c0),
+                          level_rows(st, ps, brun, noise_level) if noise_level else None,
+                          on_look=lambda d: log(f"{variant}: {d.stop_line()}"))
