@@ -15,6 +15,11 @@ DECODER_KINDS = {"attention": "attn", "linear_attention": "linear_attn", "mlp": 
 _BLOCK = re.compile(r"^(.*?\.(?:blocks|layers|layer)\.\d+)\.")
 
 
+def decoder_group_name(layer: int, kind: str) -> str:
+    """The group of one decoder layer's projections of one kind, e.g. ``layers.3.mlp``."""
+    return f"layers.{layer}.{DECODER_KINDS[kind]}"
+
+
 @dataclass
 class GroupSpec:
     name: str
@@ -48,7 +53,7 @@ def build_groups(modules: list[ModuleInfo], n_layers: int, *, allow_vision: bool
     for (where, pos, kind), mods in by_key.items():
         names = [m.name for m in mods]
         if where == "decoder":
-            name, layer = f"layers.{pos}.{DECODER_KINDS[kind]}", pos
+            name, layer = decoder_group_name(pos, kind), pos
             selector: dict = {"kinds": [kind], "layers": str(pos)}
         elif where == "vision" and pos:
             name, layer = f"vision.{pos.rsplit('.', 2)[-2]}.{pos.rsplit('.', 1)[-1]}", None
