@@ -4,8 +4,8 @@ and at each concurrency c: one short warm-up request (first-request JIT stays ou
 requests of the same pages with ``ignore_eos``; once every one of them has its first token (all c are decoding),
 ``POST /start_profile`` — vLLM skips ``delay`` steps, records ``steps`` steps and stops — and ``POST
 /stop_profile`` after the requests end. The worker's trace becomes a ``StepProfile``
-(``quantgate.speed.trace``) beside it. ``VLLM_TORCH_PROFILER_DIR`` is not used: vLLM's source reads it only as
-a deprecated fallback for ``--profiler-config``, and the committed 2026-11-30 profiles were taken with the flag."""
+(``quantgate.speed.trace``) beside it. ``VLLM_TORCH_PROFILER_DIR`` is not used: vLLM's source deprecates it for
+``--profiler-config``, with which the committed 2026-11-30 profiles were taken."""
 
 from __future__ import annotations
 
