@@ -26,6 +26,21 @@ class Prediction:
         return self.bf16_ms_per_step / self.ms_per_step
 
 
+def by_group(table: CostTable) -> dict[str, dict[str, dict[int, float]]]:
+    """The table as format -> layer group -> concurrency -> GPU ms per step of the group's GEMMs, where every GEMM
+    of the group was measured in that format at that concurrency (a group with a GEMM unmeasured is left out)."""
+    members: dict[str, list[TableGemm]] = {}
+    for g in table.gemms:
+        members.setdefault(g.group, []).append(g)
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for fmt in sorted({f for g in table.gemms for f in g.cells}):
+        for group, gs in members.items():
+            for c in table.concurrency:
+                if all(c in g.cells.get(fmt, {}) for g in gs):
+                    out.setdefault(fmt, {}).setdefault(group, {})[c] = sum(g.cells[fmt][c].ms_per_step for g in gs)
+    return out
+
+
 def _cell(g: TableGemm, fmt: str, c: int, where: str) -> float:
     cell = g.cells.get(fmt, {}).get(c)
     if cell is None:

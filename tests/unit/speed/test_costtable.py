@@ -12,10 +12,10 @@ from quantgate.schema.speed import CostTable, StepProfile
 from quantgate.schema.variant import PlanRow
 from quantgate.speed.costtable import build_cost_table, table_from_profile_json
 from quantgate.speed.gemms import decode_gemms
-from quantgate.speed.predict import group_costs, predict_plan
+from quantgate.speed.predict import by_group, group_costs, predict_plan
 from quantgate.speed.trace import step_profile
+from tests.support import synthetic_trace as syn
 from tests.support.paths import REPO
-from tests.unit.speed import synthetic as syn
 
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -80,6 +80,11 @@ def test_cells_hold_each_gemm_and_the_kernels_that_make_its_input():
     lm = next(g for g in t.gemms if g.group == "lm_head").cells["bf16"][1]
     assert lm.sources == ["bf16@1", "fp8@1"] and lm.kernels == ["nvjet_lmhead_TNT"]
     assert t.fixed[1].ms_per_step * 1e3 == pytest.approx(3 + 4 + 2) and set(t.fixed[1].by_source) == {"bf16@1", "fp8@1"}
+    # per format x layer group x concurrency: a group's GEMMs summed where all were measured
+    groups = by_group(t)
+    assert groups["bf16"]["layers.0.linear_attn"] == pytest.approx({1: (20 + 8 + 21) / 1e3, 4: 4 * (20 + 8 + 21) / 1e3})
+    assert set(groups["fp8"]) == {"layers.0.mlp", "layers.1.mlp"}  # no FP8 cell of an attention half: left out
+    assert groups["fp8"]["layers.1.mlp"] == pytest.approx({1: (23 + 12) / 1e3})
     # the table predicts each profiled variant's own step, and a mix from its cells
     assert predict_plan(t, bf16.plan, levels=[1])[0].ms_per_step == pytest.approx(bf16.gpu_ms_per_step)
     assert predict_plan(t, fp8.plan, levels=[1])[0].ms_per_step == pytest.approx(fp8.gpu_ms_per_step)
