@@ -98,8 +98,9 @@ class Recommendation:
     def speed_basis(self) -> str:
         """Where ``modelled_speedup`` comes from, said in the recipe, the terminal and the tune report."""
         if self.speed:
+            # the same for every recipe of one table (the tune report's line), the recipe's own ms said beside it
             return (f"predicted from the measured cost table {self.speed.source} at concurrency {self.speed.concurrency} "
-                    f"(GPU {self.speed.ms_per_step:.3f} ms per decode step, BF16 {self.speed.bf16_ms_per_step:.3f})")
+                    f"(GPU time per decode step; BF16 {self.speed.bf16_ms_per_step:.3f} ms)")
         return f"modelled from weight bytes at {self.bandwidth_gbps:g} GB/s, not measured"
 
     @property
