@@ -24,8 +24,8 @@ FLOORS = {
     "schema": 1,
     "io": 2,
     "pages": 3, "quantize": 3, "serve": 3, "score": 3, "judge": 3, "report": 3,  # the stages
-    "lmeval": 4, "sensitivity": 4,  # tools built from stages: lm-eval through a variant's server, KL per group
-    "study": 5,
+    "lmeval": 4, "speed": 4,  # tools built from stages: lm-eval through a variant's server, the decode cost table
+    "sensitivity": 5, "study": 5,  # KL per group (its --speedup reads speed's cost table); the whole study
     "tune": 6,  # runs studies
     "cli": 7,
     "__main__": 8,
@@ -45,6 +45,8 @@ FOREIGN = {
     "quantgate.serve.client.chat_body": "an OpenAI chat-completions request body",
     "quantgate.serve.backends.derive.backend_flags": "argparse's table of flags",
     "quantgate.score.olmocr_checks.prepare": "olmOCR-bench's check objects, kept as given",
+    "quantgate.speed.profile.profiler_config": "vLLM's --profiler-config JSON",
+    "quantgate.speed.trace.load_trace": "a torch-profiler trace (Chrome trace JSON), as torch writes it",
 }
 
 

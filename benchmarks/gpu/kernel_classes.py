@@ -1,54 +1,16 @@
 """Per-step GPU time by kernel class, from a torch profiler trace of ``vllm serve`` decode steps
-(``profile_step.py``). The classes and their order are the regex table of the vLLM 0.26 research notes
-(kernel names read from vLLM's source and shared objects; cuBLAS names from Hopper experience): first
-match wins, attention before GEMM because FA3's kernels are ``cutlass::device_kernel<flash::…>``.
-Written by hand: no library classifies vLLM's kernels. Unmatched names are listed by time, so the
+(``profile_step.py``), with the classes of ``quantgate.speed.trace`` (the regex table of the vLLM 0.26 research
+notes). Written by hand: no library classifies vLLM's kernels. Unmatched names are listed by time, so the
 table can be audited."""
 
 from __future__ import annotations
 
-import gzip
-import json
-import re
 from collections import defaultdict
-from pathlib import Path
 
 from quantgate.serve.kernels import gemm_time
 
-KERNEL_CLASSES = [  # (class, regex searched in the kernel name); order matters
-    ("attention", r"flash::|FlashAttn|flash_fwd|fmha|reshape_and_cache|_compute_slot_mapping|merge_attn_states"
-                  r"|unified_attention|paged_attention|BatchPrefillWithPaged|BatchDecodeWithPaged"),
-    ("deltanet", r"gated_delta_rule|fused_recurrent|fused_sigmoid_gating|fused_gdn_gating|chunk_fwd_kernel_o"
-                 r"|chunk_scaled_dot_kkt|chunk_local_cumsum|solve_tril|merge_16x16_to|recompute_w_u|l2norm_fwd"
-                 r"|_fused_post_conv|causal_conv1d|layer_norm_fwd_kernel|layer_norm_gated"),
-    ("sampling", r"ArgMax|ArgMin|argmax|[Ss]oft[Mm]ax|log_softmax|[Ss]ampling|_topk_topp|[Tt]op[KkPp]|gumbel"
-                 r"|exponential|multinomial|_penalties|_bincount|RadixSort|_min_p_kernel|_temperature_kernel"),
-    ("act_quant", r"quant|fp4_convert|cvt_fp16_to_fp4|segmented_max"),
-    ("gemm", r"gemm|Gemm|GEMM|nvjet|xmma|cutlass|[Mm]arlin|matmul_kernel|bmm_kernel|splitKreduce|triton_tem_"
-             r"|cublas|Kernel2"),
-    ("elementwise", r"triton_(poi|red|per)_|elementwise|[Rr]educe|CatArray|[Cc]opy|[Ff]ill|[Ii]ndex|scatter|gather"
-                    r"|rms_norm|act_and_mul|silu|gelu|rotary|rope|mrope|embedding|where|masked|_pos_embed"),
-]
-ORDER = ["gemm", "elementwise", "attention", "deltanet", "sampling", "act_quant", "other"]
-_COMPILED = [(c, re.compile(rx)) for c, rx in KERNEL_CLASSES]
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-# One engine step: execute_context_<n>(<tokens>)_generation_<n>(<tokens>) (plain or "detailed" annotation).
-STEP = re.compile(r"^execute_context_(\d+)\((?:sq)?(\d+)[^)]*\)_generation_(\d+)\((?:sq)?(\d+)[^)]*\)$")
-
-
-def classify(name: str, cat: str = "kernel") -> str:
-    """The class of one GPU event: memory copies and sets count as elementwise."""
-    if cat in ("gpu_memcpy", "gpu_memset"):
-        return "elementwise"
-    for cls, rx in _COMPILED:
-        if rx.search(name):
-            return cls
-    return "other"
-
-
-def load_trace(path: Path) -> dict:
-    raw = Path(path).read_bytes()
-    return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+# the class table, the step annotation and the trace reader are quantgate.speed.trace's (one place for the rules)
+from quantgate.speed.trace import GPU_CATS, KERNEL_CLASSES, ORDER, STEP, classify, load_trace  # noqa: F401
 
 
 def classify_trace(trace: dict, top: int = 20) -> dict:

@@ -32,8 +32,10 @@ budgets (give one):
   --budget SIZE        weights in bytes (safetensors payload): an integer or a number with a
                        decimal unit — B, kB, MB, GB, TB (1 MB = 1,000,000 bytes), e.g. 4.1MB, 3GB
   --effective-bits B   average bits per quantizable weight, scales included (BF16 = 16)
-  --speedup S          modelled decode speed-up over BF16: weights read per decoded token at the
-                       sensitivity file's bandwidth (a model of a memory-bound decode, not a measurement)
+  --speedup S          decode speed-up over BF16: weights read per decoded token at the
+                       sensitivity file's bandwidth (a model of a memory-bound decode, not a measurement),
+                       or, with --speed-table FILE, GPU time per decode step predicted from a measured
+                       cost table (quantgate speed-profile; docs/speed-table.md)
 
 The output is an ordinary recipe: `quantgate plan MODEL --recipe recipe.yaml`, `quantgate quantize`
 and studies take it unchanged. Its damage is predicted by adding the groups' KL; a study on
@@ -79,7 +81,12 @@ def register(sub) -> None:
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (4.1MB, 3GB)")
     g.add_argument("--effective-bits", type=float_range(0, 16, lo_open=True), metavar="B", help="average bits per quantizable weight")
-    g.add_argument("--speedup", type=float_range(1, lo_open=True), metavar="S", help="modelled decode speed-up over BF16")
+    g.add_argument("--speedup", type=float_range(1, lo_open=True), metavar="S",
+                   help="decode speed-up over BF16 (modelled from weight bytes, or by --speed-table)")
+    r.add_argument("--speed-table", type=existing_path, metavar="FILE",
+                   help="a measured cost table: --speedup, and the recipe's speed-up, predicted from it")
+    r.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
+                   help="the table's concurrency the speed-up is taken at (default its lowest)")
     r.add_argument("-o", "--output", required=True, type=Path, help="recipe YAML to write")
     r.add_argument("--model", type=existing_path, help="refuse if the sensitivity file was measured on other weights")
     r.add_argument("--formats", help="only these measured formats (comma-separated), e.g. to leave out w2a16")
@@ -106,6 +113,15 @@ def cmd_sensitivity(a) -> int:
     return 0
 
 
+def _speed_table(a) -> dict:
+    if a.speed_table is None:
+        return {}
+    from quantgate.schema.speed import load_cost_table
+
+    return {"speed_table": load_cost_table(a.speed_table), "speed_table_source": str(a.speed_table),
+            "speed_concurrency": a.speed_concurrency}
+
+
 def cmd_recommend(a) -> int:
     from quantgate.io.fileio import atomic_write_text
     from quantgate.sensitivity import check_model, load_sensitivity, parse_size
@@ -118,7 +134,8 @@ def cmd_recommend(a) -> int:
     if a.model:
         check_model(sens, a.model, str(a.sensitivity))
     rec = recommend(sens, budget_bytes=parse_size(a.budget) if a.budget else None, effective_bits=a.effective_bits,
-                    speedup=a.speedup, formats=parse_formats(a.formats) if a.formats else None, target=a.target)
+                    speedup=a.speedup, formats=parse_formats(a.formats) if a.formats else None, target=a.target,
+                    **_speed_table(a))
     text = recipe_yaml(sens, rec, name=a.name or a.output.stem, source=str(a.sensitivity))
     atomic_write_text(a.output, text)
     for w in rec.warnings:

@@ -51,7 +51,13 @@ def register(sub) -> None:
     g = t.add_mutually_exclusive_group(required=True)
     g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (2.58MB, 3GB)")
     g.add_argument("--effective-bits", type=positive_float, metavar="B", help="average bits per quantizable weight")
-    g.add_argument("--speedup", type=positive_float, metavar="S", help="modelled decode speed-up over BF16")
+    g.add_argument("--speedup", type=positive_float, metavar="S", help="decode speed-up over BF16 (modelled from weight "
+                   "bytes, or by --speed-table)")
+    t.add_argument("--speed-table", type=existing_path, metavar="FILE",
+                   help="a measured cost table (quantgate speed-profile): --speedup and each trial's speed-up are "
+                   "predicted from it instead of modelled from weight bytes")
+    t.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
+                   help="the table's concurrency the speed-up is taken at (default its lowest)")
     t.add_argument("--max-trials", type=int_range(1, 100), default=5, help="trials at most (default 5)")
     t.add_argument("-o", "--output", type=Path, help="study folder (default: the study's 'output')")
     t.add_argument("--name", help="this tune's name: its folder under OUT/tune and its variants' prefix "
@@ -72,6 +78,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     tf = tune(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
               effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output, name=a.name,
               formats=parse_formats(a.formats) if a.formats else None, target=a.target, overwrite=a.overwrite,
+              speed_table=a.speed_table, speed_concurrency=a.speed_concurrency,
               log=lambda s: print(s, file=sys.stderr))
     print(trials_text(tf))
     print(tf.message)

@@ -16,6 +16,14 @@ DEFAULT_BANDWIDTH_GBPS = 4800.0
 # gates): BF16 in the `mixed` preset and in llmcompressor's Qwen3.5 examples, so here too.
 DEFAULT_KEEP_BF16 = [r"re:.*linear_attn\.in_proj_[ab]$"]
 QUANT_FORMATS = ("fp8", "fp8-static", "nvfp4", "nvfp4a16", "w4a16", "w2a16")
+# A layer group's name is part of sensitivity.json's format, and the speed cost table keys its GEMMs by the same
+# names: one rule, here.
+DECODER_KINDS = {"attention": "attn", "linear_attention": "linear_attn", "mlp": "mlp"}
+
+
+def decoder_group_name(layer: int, kind: str) -> str:
+    """The group of one decoder layer's projections of one kind, e.g. ``layers.3.mlp``."""
+    return f"layers.{layer}.{DECODER_KINDS[kind]}"
 
 
 class ModuleEntry(Record):

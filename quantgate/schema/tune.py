@@ -66,8 +66,9 @@ class Trial(Record):
     weights_bytes: int | None = None  # the built checkpoint's weights, as the study measured them
     effective_bits: float
     decode_bytes: int  # weights read per decoded token (the decode-time model)
-    modelled_decode_ms: float
+    modelled_decode_ms: float  # ms per decode step, by speed_basis
     modelled_speedup: float
+    speed_basis: str | None = None  # where the speed-up comes from (None: a tune from before it was recorded)
     predicted_kl: float  # summed KL of the groups plus the baseline every quantized variant carries
     verdicts: list[Measured]
     outcome: Outcome
@@ -89,6 +90,8 @@ class TuneInputs(Record):
     limit: float
     formats: list[str] | None = None
     target: str
+    speed_table_sha256: str | None = None  # --speed-table: the measured cost table the speed-ups come from
+    speed_concurrency: int | None = None
 
 
 class TuneFile(Record):

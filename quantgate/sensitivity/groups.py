@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from quantgate.quantize.recipes import ModuleInfo, Recipe, resolve
 from quantgate.quantize.recipes.model import Rule, rule_matches
+from quantgate.schema.sensitivity import DECODER_KINDS, decoder_group_name  # noqa: F401 (re-exported)
 
-DECODER_KINDS = {"attention": "attn", "linear_attention": "linear_attn", "mlp": "mlp"}
 _BLOCK = re.compile(r"^(.*?\.(?:blocks|layers|layer)\.\d+)\.")
 
 
@@ -48,7 +48,7 @@ def build_groups(modules: list[ModuleInfo], n_layers: int, *, allow_vision: bool
     for (where, pos, kind), mods in by_key.items():
         names = [m.name for m in mods]
         if where == "decoder":
-            name, layer = f"layers.{pos}.{DECODER_KINDS[kind]}", pos
+            name, layer = decoder_group_name(pos, kind), pos
             selector: dict = {"kinds": [kind], "layers": str(pos)}
         elif where == "vision" and pos:
             name, layer = f"vision.{pos.rsplit('.', 2)[-2]}.{pos.rsplit('.', 1)[-1]}", None

@@ -1,5 +1,6 @@
 """``quantgate recommend``: one format per group (BF16 allowed) that minimises the summed damage
-under a size, bits-per-weight or modelled-speed budget — an exact 0/1 program solved by
+under a size, bits-per-weight or speed budget (modelled from weight bytes, or predicted from a measured
+cost table, ``quantgate.speed``) — an exact 0/1 program solved by
 scipy's ``milp`` (HiGHS) — written as an ordinary quantgate recipe with the reasons beside it.
 
 The damage model is additive: the recipe's damage is predicted as the sum of each group's KL
@@ -8,10 +9,14 @@ measured alone. Whether that holds on pages is what a study (and ``tune``) check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from quantgate.errors import InputError
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
+
+if TYPE_CHECKING:
+    from quantgate.schema.speed import CostTable
 
 TARGETS = ("hopper", "blackwell", "ampere", "none")
 
@@ -48,6 +53,16 @@ class Choice:
     why: str = ""
 
 
+@dataclass(frozen=True)
+class TableSpeed:
+    """The chosen recipe's decode step by a measured cost table (``--speed-table``), at one concurrency."""
+
+    source: str  # the table file
+    concurrency: int
+    ms_per_step: float
+    bf16_ms_per_step: float
+
+
 @dataclass
 class Recommendation:
     mode: str
@@ -64,14 +79,29 @@ class Recommendation:
     bandwidth_gbps: float
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    speed: TableSpeed | None = None  # with a measured cost table; None: the weight-bytes model
 
     @property
     def modelled_speedup(self) -> float:
+        if self.speed:
+            return self.speed.bf16_ms_per_step / self.speed.ms_per_step
         return self.bf16_decode_bytes / self.decode_bytes if self.decode_bytes else float("inf")
 
     @property
     def modelled_decode_ms(self) -> float:
+        """ms per decode step: GPU time by the cost table, or the weights' read time at the bandwidth."""
+        if self.speed:
+            return self.speed.ms_per_step
         return self.decode_bytes / (self.bandwidth_gbps * 1e9) * 1e3
+
+    @property
+    def speed_basis(self) -> str:
+        """Where ``modelled_speedup`` comes from, said in the recipe, the terminal and the tune report."""
+        if self.speed:
+            # the same for every recipe of one table (the tune report's line), the recipe's own ms said beside it
+            return (f"predicted from the measured cost table {self.speed.source} at concurrency {self.speed.concurrency} "
+                    f"(GPU time per decode step; BF16 {self.speed.bf16_ms_per_step:.3f} ms)")
+        return f"modelled from weight bytes at {self.bandwidth_gbps:g} GB/s, not measured"
 
     @property
     def assignment(self) -> dict[str, str]:
@@ -82,6 +112,7 @@ class Recommendation:
                 "min_bytes": self.min_bytes, "predicted_kl_sum": self.predicted_kl, "baseline_kl": self.baseline_kl,
                 "effective_bits": self.effective_bits,
                 "modelled_decode_ms_per_token": self.modelled_decode_ms, "modelled_speedup": self.modelled_speedup,
+                "speedup_basis": self.speed_basis,
                 "assignment": self.assignment, "warnings": self.warnings,
                 "groups": [{"group": c.group, "format": c.format, "kl": c.kl, "bytes": c.bytes, "why": c.why}
                            for c in self.choices]}
@@ -139,9 +170,12 @@ def _solve(kl: list[list[float]], cost: list[list[float]], limit: float) -> list
 
 def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effective_bits: float | None = None,
               speedup: float | None = None, formats: list[str] | None = None, target: str = "hopper",
-              exclude: dict[str, list[str]] | None = None) -> Recommendation:
+              exclude: dict[str, list[str]] | None = None, speed_table: CostTable | None = None,
+              speed_table_source: str = "", speed_concurrency: int | None = None) -> Recommendation:
     """The least summed damage under one budget. ``exclude`` forbids formats per group (BF16 is
-    always allowed): how a tuning loop promotes a group that hurt more than predicted."""
+    always allowed): how a tuning loop promotes a group that hurt more than predicted. ``speed_table``:
+    a measured cost table (``quantgate.speed``): ``--speedup`` is then its predicted GPU time per decode step
+    at ``speed_concurrency`` (default its lowest), and the chosen recipe's speed-up is predicted from it."""
     if sum(x is not None for x in (budget_bytes, effective_bits, speedup)) != 1:
         raise InputError("give exactly one of --budget, --effective-bits, --speedup")
     if target not in TARGETS:
@@ -187,6 +221,18 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
         if effective_bits >= 16:
             raise InputError(f"--effective-bits {effective_bits} is at or above BF16's 16: nothing needs quantizing "
                              f"(the smallest is {lo:.3f})")
+    elif speed_table is not None:
+        mode, budget = "speedup", speedup
+        table = _table_costs(speed_table, groups, formats, speed_concurrency, speed_table_source)
+        cost = [[table.cost[(g.name, f)] for f in row] for g, row in zip(groups, names, strict=True)]
+        fastest = table.fixed_ms + sum(min(r) for r in cost)
+        top = table.bf16_ms / fastest
+        if speedup <= 1 or speedup > top:
+            raise InputError(f"--speedup {speedup}: {'must be above 1 (BF16 is 1.0); ' if speedup <= 1 else ''}"
+                             f"at most {top:.2f}x is predicted with these formats by {speed_table_source} at "
+                             f"concurrency {table.concurrency} (GPU ms per decode step: BF16 {table.bf16_ms:.3f}, "
+                             f"fastest {fastest:.3f})")
+        limit = table.bf16_ms / speedup - table.fixed_ms
     else:
         mode, budget = "speedup", speedup
         if speedup <= 1:
@@ -215,11 +261,23 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
                          min_bytes=min_total, predicted_kl=sum(c.kl for c in choices) + base, baseline_kl=base,
                          effective_bits=sum(c.bytes for c in choices) * 8 / params, decode_bytes=decode,
                          bf16_decode_bytes=bf16_dec, bandwidth_gbps=sens.bandwidth_gbps)
+    if speed_table is not None:
+        t = _table_costs(speed_table, groups, sorted({c.format for c in choices} - {"bf16"}), speed_concurrency,
+                         speed_table_source)
+        rec.speed = TableSpeed(source=speed_table_source, concurrency=t.concurrency, bf16_ms_per_step=t.bf16_ms,
+                               ms_per_step=t.fixed_ms + sum(t.cost[(c.group, c.format)] for c in choices))
     for f in sorted({c.format for c in choices} - {"bf16"}):
         note = kernel_notes(f, target)
         if note:
             (rec.warnings if note[0] == "warn" else rec.notes).append(note[1])
     return rec
+
+
+def _table_costs(table: CostTable, groups, formats: list[str], concurrency: int | None, source: str):
+    from quantgate.speed.predict import group_costs
+
+    c = concurrency if concurrency is not None else min(table.concurrency)
+    return group_costs(table, groups, formats, c, where=source or "speed table")
 
 
 def _why(c: Choice) -> str:

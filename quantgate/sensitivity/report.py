@@ -37,6 +37,6 @@ def format_choice(rec: Recommendation) -> str:
     lines = [df.to_string(index=False, justify="left", formatters=left), "",
              f"weights {human(rec.total_bytes)} (BF16 {human(rec.bf16_bytes)}, smallest {human(rec.min_bytes)}); "
              f"{rec.effective_bits:.2f} bits/weight; predicted damage (sum of KL) {rec.predicted_kl:.3e}; "
-             f"modelled decode {rec.modelled_speedup:.2f}x BF16"]
+             f"decode {rec.modelled_speedup:.2f}x BF16 ({rec.speed_basis})"]
     lines += [f"note: {n}" for n in rec.notes]
     return "\n".join(lines)

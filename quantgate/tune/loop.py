@@ -93,7 +93,7 @@ def chosen_trial(trials: list[Trial], mode: str) -> Trial | None:
     ok = [t for t in trials if t.outcome == "within_noise"]
     if not ok:
         return None
-    key = (lambda t: (t.decode_bytes, t.bytes)) if mode == "speedup" else (lambda t: (t.bytes, t.decode_bytes))
+    key = (lambda t: (-t.modelled_speedup, t.bytes)) if mode == "speedup" else (lambda t: (t.bytes, t.decode_bytes))
     return min(ok, key=lambda t: (*key(t), t.trial))
 
 
@@ -120,7 +120,8 @@ class Tuner:
     def __init__(self, study_path: Path, sensitivity_path: Path, *, budget_bytes: int | None = None,
                  effective_bits: float | None = None, speedup: float | None = None, max_trials: int = 5,
                  out: Path | None = None, name: str | None = None, formats: list[str] | None = None,
-                 target: str = "hopper", run_study: Callable | None = None, log: Callable[[str], None] = print):
+                 target: str = "hopper", run_study: Callable | None = None, log: Callable[[str], None] = print,
+                 speed_table: Path | None = None, speed_concurrency: int | None = None):
         from quantgate.sensitivity import check_model, load_sensitivity
         from quantgate.sensitivity.recommend import recommend
         from quantgate.study.spec import resolve_path
@@ -135,6 +136,11 @@ class Tuner:
         self.sens = load_sensitivity(self.sens_path)
         check_model(self.sens, resolve_path(self.base, self.st.model), str(self.sens_path))
         self.budget = {"budget_bytes": budget_bytes, "effective_bits": effective_bits, "speedup": speedup}
+        if speed_table is not None:  # --speedup (and every trial's speed-up) from the measured cost table
+            from quantgate.schema.speed import load_cost_table
+
+            self.budget.update(speed_table=load_cost_table(speed_table), speed_table_source=str(speed_table),
+                               speed_concurrency=speed_concurrency)
         self.formats = formats or list(self.sens.formats)
         self.target = target
         # a budget outside what the formats allow is refused here, before any work
@@ -159,7 +165,9 @@ class Tuner:
                                  sensitivity=str(self.sens_path.resolve()), sensitivity_sha256=sha,
                                  sensitivity_fingerprint=fp,
                                  model_weights_sha256=self.sens.model_weights_sha256, mode=self.mode,
-                                 limit=self.limit_value, formats=formats, target=target)
+                                 limit=self.limit_value, formats=formats, target=target,
+                                 speed_table_sha256=sha256_file(Path(speed_table)) if speed_table else None,
+                                 speed_concurrency=first.speed.concurrency if first.speed else None)
 
     # --- files ---------------------------------------------------------------------------------------
 
@@ -291,6 +299,7 @@ class Tuner:
                       exclude=exclude, limit=limit, assignment=rec.assignment, bytes=rec.total_bytes,
                       weights_bytes=weights, effective_bits=rec.effective_bits, decode_bytes=rec.decode_bytes,
                       modelled_decode_ms=rec.modelled_decode_ms, modelled_speedup=rec.modelled_speedup,
+                      speed_basis=rec.speed_basis,
                       predicted_kl=rec.predicted_kl, verdicts=measured, outcome=policy.outcome(measured),
                       action=action, wall_s=round(time.time() - t0, 1), finished_utc=_now())
         append_jsonl(self.tdir / TRIALS, trial.model_dump(mode="json"), fsync=True)

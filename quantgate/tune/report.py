@@ -57,7 +57,7 @@ def trial_rows(tf: TuneFile) -> list[dict[str, str]]:
         rows.append({
             "trial": f"{t.trial}" + (" ✓" if t.trial == tf.chosen else ""), "variant": t.variant,
             "recipe": f"{t.recipe} ({t.recipe_sha256[:12]})", "bytes": f"{human(t.bytes)}{built}",
-            "bits/weight": f"{t.effective_bits:.2f}", "modelled speed-up": f"{t.modelled_speedup:.2f}×",
+            "bits/weight": f"{t.effective_bits:.2f}", "speed-up": f"{t.modelled_speedup:.2f}×",
             "predicted KL": f"{t.predicted_kl:.2e}", "pages changed": _changed(t),
             "measured Δ [90% CI]": "; ".join(_measured(m) for m in t.verdicts),
             "verdicts": "; ".join(f"{m.metric} {WORD[m.verdict]}" + (f" ({m.reason})" if m.reason else "")
@@ -70,7 +70,10 @@ def _head(tf: TuneFile) -> str:
     i = tf.inputs
     lim = {"budget": f"--budget {human(i.limit)}", "effective_bits": f"--effective-bits {i.limit:g}",
            "speedup": f"--speedup {i.limit:g}"}[i.mode]
-    return f"`quantgate tune` {tf.name} ({lim}, at most {tf.max_trials} trials): {tf.status} — {tf.message}"
+    # a tune recorded before trials carried their basis used the weight-bytes model
+    basis = "; ".join(dict.fromkeys(t.speed_basis or "modelled from weight bytes, not measured" for t in tf.trials))
+    return (f"`quantgate tune` {tf.name} ({lim}, at most {tf.max_trials} trials): {tf.status} — {tf.message}"
+            + (f". Speed-up: {basis}" if basis else ""))
 
 
 def trials_text(tf: TuneFile) -> str:

@@ -11,6 +11,7 @@ quantgate records from a vLLM start (engine settings, cold and warm starts); it 
 ``--speculative-config`` and ``--linear-backend`` show in the config line as 0.26 prints them (n-gram also
 disables async scheduling), and a speculative server prints a ``SpecDecoding metrics`` line (0.26's format,
 made-up counts) every ``FAKE_VLLM_STATS_S`` seconds (default 2); other vLLM flags are accepted and ignored.
+``FAKE_VLLM_TOKEN_S``: seconds between streamed tokens (default 0), so requests sent together decode together.
 ``FAKE_VLLM_REFUSE=--flag``: a start with that flag fails as an engine that cannot start (for the paths that
 handle a server failure).
 
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
 
         threading.Thread(target=_spec_stats, args=(float(os.environ.get("FAKE_VLLM_STATS_S", "2")),),
                          daemon=True).start()
-    app = make_app()
+    app = make_app(token_delay=float(os.environ.get("FAKE_VLLM_TOKEN_S", "0")))
     pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
     if pcfg.get("profiler") == "torch":
         _add_profiler(app, pcfg)

@@ -57,7 +57,7 @@ def _image_sha(body: dict) -> str | None:
 
 
 def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nhello world",
-             answers: dict[str, str] | None = None, delay: float = 0.0):
+             answers: dict[str, str] | None = None, delay: float = 0.0, token_delay: float = 0.0):
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
@@ -89,6 +89,8 @@ def make_app(fault: str | None = None, every: int = 1, text: str = "# Title\n\nh
         async def stream():
             yield f"data: {json.dumps({'model': model, 'choices': [{'index': 0, 'delta': {'role': 'assistant'}}]})}\n\n"
             for i, w in enumerate(words):
+                if token_delay:  # a server that decodes at a pace: requests sent together overlap
+                    await asyncio.sleep(token_delay)
                 piece = w if i == 0 else " " + w
                 yield f"data: {json.dumps({'model': model, 'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n"
             if hit and fault == "badchunk":
