@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from quantgate.errors import InputError
+from quantgate.schema.placement import VariantPlacement
 
 SCHEMA_VERSION = 1
 DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
@@ -188,6 +189,7 @@ class ServerLayout(Record):
     servers_in_study: int
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES the study gave this server; None: inherited
     env: dict[str, str] = Field(default_factory=dict)  # the variant's server_env
+    placement: VariantPlacement | None = None  # issue 31: its GPUs, wave and parallel settings (study/placement.py)
 
 
 class SequentialStop(Record):

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantgate.errors import InputError
+from quantgate.schema.placement import QuantizeDevices
 from quantgate.schema.run import SCHEMA_VERSION, Record, parse_record
 
 R = TypeVar("R", bound=Record)
@@ -152,6 +153,9 @@ class VariantManifest(Record):
     wall_s: float
     peak_rss_mb: float
     peak_gpu_mb: float | None
+    # issue 31: torch.cuda.max_memory_allocated per visible device (None on CPU); where --devices spread the model
+    peak_gpu_mb_per_device: dict[str, float] | None = None
+    devices: QuantizeDevices | None = None
 
 
 # --- lmeval.json (written by lmeval) ---------------------------------------------------------------

@@ -17,6 +17,7 @@ from quantgate.errors import InputError, ServerError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
+from quantgate.schema.placement import same_placement
 from quantgate.schema.run import RequestRecord, RunManifest, SequentialStop, ServerLayout, parse_record
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
@@ -113,6 +114,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         # mode); a run.json from before they were recorded (None) is taken as it is
         same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(manifest, k)
                             for k in ("server_args", "server_env"))
+        # issue 31: so are its parallel settings and the GPUs a study placed it on (schema.placement.same_placement)
+        same = same and same_placement(old.layout, layout)
         if not same and not overwrite:
             raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                              f"{old.max_tokens}); choose another -o, or --overwrite to discard it")

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +65,15 @@ class _Ctx:
     backend: Any  # the study's backend block, its compile cache resolved (with_compile_cache)
     ps: Any = None  # the page set
     plan: Any = None  # a sequential study's Plan (quantgate.study.sequential)
+    placement: Any = None  # issue 31: each variant's GPUs, wave and parallel settings (quantgate.study.placement)
+    cluster: Any = None  # issue 31: the Ray cluster quantize and servers run on (quantgate.study.cluster), or None
 
 
 def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
-              stop_after: str | None = None, log: Callable[[str], None] | None = None) -> dict:
+              stop_after: str | None = None, log: Callable[[str], None] | None = None, ray: str | None = None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests. ``log``:
-    instead of a console, every line (stages and details) goes to this function."""
+    instead of a console, every line (stages and details) goes to this function. ``ray``: a Ray address
+    (``--ray``), over the study's ``cluster:``."""
     from quantgate.pages import load_pageset
     from quantgate.report import build_report, write_reports
     from quantgate.score import load_predictions, parse_metric_list, score_pages, write_scores
@@ -81,7 +84,16 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     st = load_study(study_path)  # every field and number checked before any page, weight or server
     base = study_path.resolve().parent
     out = study_output(study_path, out, st)
-    with study_lock(out):
+    # issue 31: the placement (GPU pool, TP/DP, heads) and the cluster (address, every node's storage) are
+    # checked here, before any work; a cluster is left when the study ends
+    from quantgate.study.cluster import open_cluster
+    from quantgate.study.placement import checked_placement, describe
+
+    cluster = open_cluster(st, ray, base, out, console.detail) if (ray or st.cluster) else None
+    placement = cluster.placement(st, base) if cluster else checked_placement(st, base)
+    for line in describe(placement):
+        console.detail(line)
+    with study_lock(out), (cluster or nullcontext()):
         atomic_write_json(out / "study.json", st.model_dump())
         clock = Clock(out, console, start=t_start)
         pages_dir = _pages(st, base, out, clock)
@@ -94,17 +106,21 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
         levels, noise_level = variant_levels(st)
         variants = {v.name: out / "variants" / v.name for v in st.variants}  # where _quantize_all writes each
         ctx = _Ctx(st, out, pages_dir, variants, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
-                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out), ps, plan)
+                   len(ps.split(st.split)[: st.limit or None]), with_compile_cache(st.backend, base, out), ps, plan,
+                   placement, cluster)
         model = resolve_path(base, st.model)
         if stop_after == "quantize":
-            _quantize_all(st, model, pages_dir, out, clock)
+            _quantize_all(st, model, pages_dir, out, clock, cluster=cluster)
             return {}
         with ExitStack() as servers_open:
             servers = _servers(ctx, servers_open)
             # all_at_once: a variant's server starts as soon as its weights are written, beside the next
             # variant's quantization, so quantizing hides behind the starts instead of preceding them
-            ready = (lambda v: _prestart(ctx, v, levels, servers)) if st.servers == "all_at_once" else None
-            _quantize_all(st, model, pages_dir, out, clock, ready=ready)
+            # (issue 31: of the first wave only; later waves start when the one before is done; not on a cluster,
+            # where a server up early could hold the GPU or slot a later quantize task waits for)
+            ready = (lambda v: ctx.placement.variants[v.name].wave == 0 and _prestart(ctx, v, levels, servers)) \
+                if st.servers == "all_at_once" and cluster is None else None
+            _quantize_all(st, model, pages_dir, out, clock, ready=ready, cluster=cluster)
             _serve_all(ctx, levels, servers)
         if stop_after == "serve":
             return {}
@@ -157,10 +173,12 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
 
 
 def _quantize_all(st: Study, model: Path, pages_dir: Path, out: Path, clock: Clock,
-                  ready: Callable[[VariantSpec], None] | None = None) -> None:
+                  ready: Callable[[VariantSpec], None] | None = None, cluster=None) -> None:
     """Every variant's weights under ``out/variants/<name>`` (reused when their inputs match); ``ready(v)``
-    is called as each one is written."""
+    is called as each one is written. ``cluster``: each quantize runs as a Ray task on a node (issue 31)."""
     from quantgate.quantize import quantize
+
+    quantize = cluster.quantize if cluster else quantize
 
     for v in st.variants:
         vdir = out / "variants" / v.name
@@ -184,6 +202,7 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
     from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.serve.server import SharedServer
+    from quantgate.study.placement import placement_env, variant_backend
 
     st, clock = ctx.st, ctx.clock
     at_once = st.servers == "all_at_once"
@@ -197,10 +216,14 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict:
             label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
-        gpu = str(st.gpus[i % len(st.gpus)]) if st.gpus else None
-        env = {**v.server_env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
-        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env))
-        return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variants[v.name],
+        # issue 31: the variant's GPUs from the placement, its own backend options (TP/DP), a Ray actor on a cluster
+        placed = ctx.placement.variants[v.name]
+        env = {**v.server_env, **placement_env(placed)}
+        gpu = env.get("CUDA_VISIBLE_DEVICES") if placed.placed_by == "study" else None
+        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env),
+                              placement=placed.model_copy(deep=True))
+        server_class = ctx.cluster.server_class if ctx.cluster else SharedServer
+        return server_class(backend_from_spec(variant_backend(ctx.backend, v), v.server_args), ctx.variants[v.name],
                             ctx.out / "runs" / v.name / "server.log", clock.console.detail, starting, env=env,
                             layout=layout)
 
@@ -227,30 +250,41 @@ def _serve_all(ctx: _Ctx, levels: dict[str, list[int]], servers: dict) -> None:
     st = ctx.st
     # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
-    if st.servers == "all_at_once":
-        for v in order:
-            _prestart(ctx, v, levels, servers)  # no-op for those started during quantization
-        for server in servers.values():
-            server.wait_started()  # no page is timed while another server compiles
+    if st.servers == "all_at_once":  # issue 31: wave by wave (quantgate.study.placement)
+        for wave in ctx.placement.waves:
+            here = [v for v in order if v.name in wave]
+            for v in here:
+                _prestart(ctx, v, levels, servers)  # no-op for those started during quantization
+            for v in here:
+                servers[v.name].wait_started()  # no page is timed while another server compiles
+            for v in here:
+                _serve_on(ctx, v, levels[v.name], servers[v.name], None)
+                servers[v.name].close()
+        return
     for i, v in enumerate(order):
         nxt = order[i + 1] if i + 1 < len(order) else None
-        beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
+        beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt, ctx.placement)
         prestart = servers[nxt.name].prestart if beside and _needs_server(ctx, nxt, levels[nxt.name]) else None
-        _serve_variant(ctx, v, levels[v.name], servers[v.name], prestart)
+        _serve_on(ctx, v, levels[v.name], servers[v.name], prestart)
         servers[v.name].close()
 
 
-def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec) -> bool:
+def _may_share_device(st: Study, backend, a: VariantSpec, b: VariantSpec, placement=None) -> bool:
     """Whether b's server may start while a's still runs: not when both are GPU servers that each take most of
     one GPU's memory by default (vLLM refuses to start below its memory fraction) — unless the study sets the
-    fraction, or puts them on different GPUs."""
-    if "gpu_memory_utilization" not in type(backend).model_fields or backend.gpu_memory_utilization:
-        return True
-    if st.gpus:
-        names = [v.name for v in st.variants]
-        gpu = {n: st.gpus[i % len(st.gpus)] for i, n in enumerate(names)}
-        return gpu[a.name] != gpu[b.name]
-    return False
+    fractions, or places them on different GPUs (``placement.may_run_together``)."""
+    from quantgate.study.placement import may_run_together, plan_placement
+
+    return may_run_together(placement or plan_placement(st), a.name, b.name)
+
+
+def _serve_on(ctx: _Ctx, v: VariantSpec, levels: list[int], server, prestart_next) -> None:
+    """``_serve_variant``; on a cluster, started again on another node when its server's node is lost (issue 31)."""
+    if ctx.cluster is None:
+        return _serve_variant(ctx, v, levels, server, prestart_next)
+    from quantgate.study.cluster_server import survive
+
+    survive(lambda: _serve_variant(ctx, v, levels, server, prestart_next), server, ctx.clock.console.detail)
 
 
 def _needs_server(ctx: _Ctx, v: VariantSpec, levels: list[int]) -> bool:

@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from quantgate.errors import InputError
 from quantgate.judge.stats import MIN_PAGES, MIN_RESAMPLES
+from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT, parse_record
 from quantgate.serve.backends.derive import default_study_backend, study_backend_type
 
@@ -63,6 +64,9 @@ class VariantSpec(_S):
     recipe: str
     server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
     server_env: dict[EnvName, str] = Field(default_factory=dict)  # e.g. {VLLM_BATCH_INVARIANT: "1"}
+    # issue 31: this variant's own values of the study backend's options, e.g. {tensor_parallel_size: 2}
+    # (checked by that backend's options model: quantgate.study.placement.variant_backend)
+    backend: dict[str, Any] = Field(default_factory=dict)
 
 
 BackendSpec = study_backend_type()  # {name: transformers | vllm | openai | external | …, that backend's options}
@@ -138,7 +142,8 @@ class Study(_S):
     # overlap each other and the later quantizations; then the variants' pages are served one after another
     # with the others idle (quantgate.study.run._serve_all)
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
-    gpus: list[NonNegativeInt] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES per server, round robin
+    gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
+    cluster: ClusterSpec | None = None  # issue 31: quantize and servers as Ray tasks and actors (study/cluster.py)
 
     @model_validator(mode="after")
     def _check(self):
@@ -182,7 +187,18 @@ def load_study(path: Path) -> Study:
         if st.gpus and "CUDA_VISIBLE_DEVICES" in v.server_env:
             raise InputError(f"{path}: variants.{i}.server_env: CUDA_VISIBLE_DEVICES and the study's 'gpus' both "
                              "place this server; keep one of them")
-    if st.servers == "all_at_once" and len(set(st.gpus)) < len(st.variants) \
+    from quantgate.study.placement import plan_placement, variant_backend
+
+    for i, v in enumerate(st.variants):  # issue 31: per-variant backend options, then the placement on the pool
+        variant_backend(st.backend, v, i, where=f"{path}: ")
+    if st.gpus and st.cluster:
+        raise InputError(f"{path}: field 'gpus': with a cluster, Ray assigns each server its GPUs; remove 'gpus'")
+    if not st.cluster:  # a cluster's pool is known once connected (study/cluster.py)
+        try:
+            plan_placement(st)
+        except InputError as e:
+            raise InputError(f"{path}: {e}") from None
+    if st.servers == "all_at_once" and not st.gpus and not st.cluster \
             and "gpu_memory_utilization" in type(st.backend).model_fields and not st.backend.gpu_memory_utilization:
         raise InputError(f"{path}: field 'servers': all_at_once puts {len(st.variants)} servers on "
                          f"{max(len(set(st.gpus)), 1)} GPU(s), and each {st.backend.name} server takes most of a "

@@ -133,8 +133,11 @@ def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fak
                  for v in order}
     for prev, nxt in zip(order, order[1:], strict=False):
         assert start[nxt]["start"] >= pages_end[prev] - 0.01
-    assert _run(out, "kv")["layout"] == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3,
-                                         "gpu": None, "env": {}}
+    layout = _run(out, "kv")["layout"]
+    placement = layout.pop("placement")  # issue 31: without a pool the servers inherit the devices, one at a time
+    assert layout == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3, "gpu": None, "env": {}}
+    assert (placement["placed_by"], placement["gpus"], placement["wave"], placement["parallel"]) == \
+        ("inherited", None, 2, {"tensor_parallel_size": 1, "data_parallel_size": 1})
     assert "CUDA_VISIBLE_DEVICES" not in _run(out, "kv")["engine"]["env"]
 
 
