@@ -157,9 +157,11 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
-             record_root: Path | None = None, log=print) -> dict:
+             record_root: Path | None = None, devices: list[int] | None = None,
+             max_memory: dict[str, str] | None = None, log=print) -> dict:
     """``record_root``: quantgate.json records the source and calibration paths relative to it when
-    they lie inside it (a study passes its folder; see ``fileio.recorded_path``)."""
+    they lie inside it (a study passes its folder; see ``fileio.recorded_path``). ``devices`` / ``max_memory``:
+    the model spread over several GPUs under per-device caps (``quantize.devices``, issue 31)."""
     # llmcompressor logs every lifecycle step at INFO; keep its warnings (set the variable to override).
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     from quantgate.io.modeldir import check_chat_template
@@ -175,6 +177,9 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     pipeline = pipeline or (cal_cfg.pipeline if cal_cfg else "basic")
     text_only = text_only if text_only is not None else (cal_cfg.text_only if cal_cfg else False)
     prompt = prompt or DEFAULT_PROMPT
+    from quantgate.quantize.devices import check_flags
+
+    check_flags(devices, max_memory, device, pipeline)  # issue 31
     plan = make_plan(model_dir, recipe, trust_remote_code, allow_pickle_files=allow_pickle_files)  # before any work
     for w in plan.warnings + check_chat_template(model_dir):  # a template that hangs is refused here
         log(f"warning: {w}")
@@ -197,6 +202,12 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             raise InputError(f"{out}: already holds {what}; choose another -o or pass --overwrite")
         log(f"{out}: holds {what}; rebuilding it")
 
+    spread = None
+    if devices:  # issue 31: the device map planned (no weights read) and checked against the caps before any work
+        from quantgate.quantize.devices import check_visible, plan_device_map
+
+        check_visible(devices)
+        spread = (devices, max_memory or {}, *plan_device_map(model_dir, devices, max_memory, trust_remote_code))
     t0 = time.time()
     kinds = {m.name: m.kind for m in plan.modules}
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -208,7 +219,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             return _build(model_dir, recipe, out, tmp, plan, kinds, fp, t0, calibration=calibration, samples=samples,
                           max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
                           needs_data=needs_data, trust_remote_code=trust_remote_code, device=device,
-                          record_root=record_root, log=log)
+                          record_root=record_root, spread=spread, log=log)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
@@ -220,14 +231,18 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
 
 def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, kinds: dict, fp: dict, t0: float, *,
            calibration, samples, max_seq_len, prompt, pipeline, text_only, needs_data, trust_remote_code, device,
-           record_root=None, log) -> dict:
+           record_root=None, spread=None, log) -> dict:
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from quantgate.quantize.calibrate import calibration_samples, sample_loader
+    from quantgate.quantize.devices import loadable, peak_per_device, reset_peaks
     from quantgate.quantize.verify import verify_checkpoint
 
-    if device == "auto":
+    reset_peaks()  # this build's peaks, not an earlier build's in the same process (a study's)
+    if spread is not None:
+        device = loadable(spread[2])  # issue 31: exactly the map planned and recorded
+    elif device == "auto":
         # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
         # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
         device = "cuda" if torch.cuda.is_available() and pipeline != "sequential" else "cpu"
@@ -294,6 +309,9 @@ def _build(model_dir: Path, recipe: LoadedRecipe, out: Path, tmp: Path, plan, ki
         "wall_s": round(time.time() - t0, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+        "peak_gpu_mb_per_device": peak_per_device(),
+        "devices": None if spread is None else {"devices": spread[0], "max_memory": spread[1], "device_map": spread[2],
+                                                "bytes_per_device": spread[3]},
     }).model_dump()
     atomic_write_json(tmp / MANIFEST, manifest)
     check_output(out)  # again: a link may have been planted while building

@@ -171,10 +171,10 @@ def _fit(hosts: dict[str, list[Device]], load: dict, v: VariantDemand) -> tuple[
         group = sorted(free)[:n]
         key = (sum(u for u, *_ in group), sum(c for _, c, *_ in group))
         if best is None or key < best[0]:
-            best = (key, host, sorted((g[2], g[3]) for g in group))
+            best = (key, host, sorted(g[3] for g in group))  # a group in index order, as CUDA_VISIBLE_DEVICES
     if best is None:
         return None
-    return best[1], [idx for _, idx in best[2]]
+    return best[1], best[2]
 
 
 def _finish(req: PlacementRequest, placed: dict[str, VariantPlacement]) -> Placement:
