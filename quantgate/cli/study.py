@@ -166,11 +166,13 @@ def _finish(rep: dict, out: Path) -> int:
 
 def cmd_study(a: argparse.Namespace) -> int:
     from quantgate.study import run_study
+    from quantgate.study.preflight import prepare_study
     from quantgate.study.run import study_output
 
     out = study_output(a.study, a.output)  # the YAML is checked before anything is redirected
-    rep = _run_quietly(out, a.verbose, f"quantgate study {a.study}", lambda c: run_study(a.study, out, console=c,
-                                                                                      ray=a.ray))
+    ready = prepare_study(a.study, out, a.ray)  # issue 31: placement, heads, cluster — before the log is opened
+    rep = _run_quietly(out, a.verbose, f"quantgate study {a.study}",
+                       lambda c: run_study(a.study, out, console=c, ray=a.ray, prepared=ready))
     return _finish(rep, out)
 
 

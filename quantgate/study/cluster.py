@@ -165,12 +165,11 @@ class Cluster:
             out += [Device(host=n["NodeID"], index=i) for i in range(slots)]
         return out
 
-    def placement(self, st, base):
-        """The study's placement over the cluster's slots (whole slots: Ray keeps the memory split), its TP sizes
-        checked against the model's heads."""
+    def placement(self, st, model: Path):
+        """The study's placement over the cluster's slots, its TP sizes checked against the heads of ``model``."""
         from quantgate.study.placement import checked_placement
 
-        return checked_placement(st, base, self.pool(), placed_by="ray")
+        return checked_placement(st, model, self.pool(), placed_by="ray")
 
     # --- storage and versions on every node --------------------------------------------------------------
 

@@ -204,7 +204,7 @@ def survive(serve, server, log=print) -> None:
             lost = getattr(server, "node_lost", None)
             if attempt == _RESTARTS or lost is None:
                 raise
-            deadline = time.monotonic() + 30  # the GCS marks a dead node within its heartbeat timeout
+            deadline = time.monotonic() + 90  # the GCS marks a dead node after its health checks fail (~30 s by default)
             while not lost() and time.monotonic() < deadline:
                 time.sleep(1)
             if not lost():

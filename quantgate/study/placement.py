@@ -222,15 +222,13 @@ def describe(placement: Placement) -> list[str]:
     return out
 
 
-def checked_placement(st, base, pool: list[Device] | None = None, placed_by: str = "study",
+def checked_placement(st, model, pool: list[Device] | None = None, placed_by: str = "study",
                       where: str = "") -> Placement:
-    """The study's placement, and every variant's tensor-parallel size checked against the model's heads
-    (``heads.check_heads``): one clear error before any work starts."""
+    """The study's placement, and every variant's tensor-parallel size checked against the heads of ``model``
+    (the study's model folder; ``heads.check_heads``): one clear error before any work starts."""
     from quantgate.study.heads import check_heads
-    from quantgate.study.spec import resolve_path
 
     placement = plan_placement(st, pool, placed_by)
-    model = resolve_path(base, st.model)
     for i, v in enumerate(st.variants):
         p = placement.variants[v.name].parallel
         if p.tensor_parallel_size > 1:

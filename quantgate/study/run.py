@@ -70,10 +70,11 @@ class _Ctx:
 
 
 def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
-              stop_after: str | None = None, log: Callable[[str], None] | None = None, ray: str | None = None) -> dict:
+              stop_after: str | None = None, log: Callable[[str], None] | None = None, ray: str | None = None,
+              prepared=None) -> dict:
     """Run (or resume) the study. ``stop_after`` (quantize|serve|score) ends early — for tests. ``log``:
     instead of a console, every line (stages and details) goes to this function. ``ray``: a Ray address
-    (``--ray``), over the study's ``cluster:``."""
+    (``--ray``), over the study's ``cluster:``. ``prepared``: the checks ``study.preflight`` made already."""
     from quantgate.pages import load_pageset
     from quantgate.report import build_report, write_reports
     from quantgate.score import load_predictions, parse_metric_list, score_pages, write_scores
@@ -85,12 +86,12 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     base = study_path.resolve().parent
     out = study_output(study_path, out, st)
     # issue 31: the placement (GPU pool, TP/DP, heads) and the cluster (address, every node's storage) are
-    # checked here, before any work; a cluster is left when the study ends
-    from quantgate.study.cluster import open_cluster
-    from quantgate.study.placement import checked_placement, describe
+    # checked before any work (study.preflight); a cluster is left when the study ends
+    from quantgate.study.placement import describe
+    from quantgate.study.preflight import prepare
 
-    cluster = open_cluster(st, ray, base, out, console.detail) if (ray or st.cluster) else None
-    placement = cluster.placement(st, base) if cluster else checked_placement(st, base)
+    prepared = prepared or prepare(st, base, out, ray, console.detail)
+    cluster, placement = prepared.cluster, prepared.placement
     for line in describe(placement):
         console.detail(line)
     with study_lock(out), (cluster or nullcontext()):

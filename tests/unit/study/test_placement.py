@@ -202,3 +202,9 @@ def test_a_study_whose_tp_does_not_divide_the_heads_stops_before_any_work(tmp_pa
     with pytest.raises(InputError, match=r"variant 'fp8-tp3' \(variants\.1\): tensor_parallel_size 3 does not divide"):
         run_study(f, out, log=lambda s: None)
     assert not out.exists()  # nothing written
+
+
+def test_the_example_of_docs_scale_md_places_as_the_doc_says():
+    p = place(_req("all_at_once", [0, 1, 2, 3], ("bf16", 1, 1, 0.45), ("fp8-tp2", 2, 1, 0.45), ("bf16-tp2", 2, 1, 0.45),
+                   ("nvfp4-dp2", 1, 2, 0.9)))
+    assert _where(p) == {"bf16": (0, [0]), "fp8-tp2": (0, [1, 2]), "bf16-tp2": (0, [0, 3]), "nvfp4-dp2": (1, [0, 1])}
