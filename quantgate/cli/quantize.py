@@ -50,7 +50,7 @@ def register(sub) -> None:
                    "available, unless --pipeline sequential), cpu, cuda, cuda:1 ...")
     q.add_argument("--devices", type=_devices, help="spread the model over these CUDA devices, e.g. 0,1 (a model too "
                    "big for one GPU: accelerate's device map, each decoder layer on one device; docs/scale.md)")
-    q.add_argument("--max-memory", type=_max_memory, metavar="DEV=SIZE,…", help="with --devices: cap per device, e.g. "
+    q.add_argument("--max-memory", metavar="DEV=SIZE,…", help="with --devices: cap per device, e.g. "
                    "0=20GiB,1=20GiB; cpu=SIZE allows layers in host memory (slow); refused before any work when the "
                    "model does not fit")
     q.add_argument("--pipeline", choices=["basic", "sequential", "independent"],
@@ -110,11 +110,14 @@ def cmd_plan(a) -> int:
 
 def cmd_quantize(a) -> int:
     from quantgate.quantize import quantize
+    from quantgate.quantize.devices import parse_max_memory
+
+    caps = parse_max_memory(a.max_memory) if a.max_memory else None  # issue 31: before any work
 
     m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
                  trust_remote_code=a.trust_remote_code, allow_pickle_files=a.allow_pickle_files, device=a.device,
-                 devices=a.devices, max_memory=a.max_memory, log=lambda s: print(s, file=sys.stderr))
+                 devices=a.devices, max_memory=caps, log=lambda s: print(s, file=sys.stderr))
     v, s = m["verification"], m["size"]
     print(f"{a.output}: verified {v['modules_checked']} modules {v.get('formats', '')}; vision BF16: {v['vision_bf16']}; "
           f"weights {s['weights_bytes'] / 1e6:.1f} MB ({s['compression']}x smaller than the source); {m['wall_s']} s")
@@ -126,8 +129,3 @@ def _devices(text: str):
 
     return parse_devices(text)
 
-
-def _max_memory(text: str):
-    from quantgate.quantize.devices import parse_max_memory
-
-    return parse_max_memory(text)

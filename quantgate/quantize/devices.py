@@ -31,13 +31,15 @@ from quantgate.errors import InputError
 
 
 def parse_devices(text: str) -> list[int]:
-    """``--devices 0,1``: distinct CUDA device indices (as CUDA_VISIBLE_DEVICES numbers them)."""
-    parts = [p.strip() for p in str(text).split(",")]
-    if not parts or any(not p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"{text!r}: give CUDA device indices separated by commas, e.g. 0,1")
-    devices = [int(p) for p in parts]
-    if len(set(devices)) != len(devices):
-        raise argparse.ArgumentTypeError(f"{text!r}: lists a device twice")
+    """``--devices 0,1``: distinct CUDA device indices (as CUDA_VISIBLE_DEVICES numbers them), read as every other
+    comma list of the CLI is (``cli._args.concurrency_list``: empty pieces skipped)."""
+    try:
+        devices = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        devices = []
+    if not devices or any(d < 0 for d in devices) or len(set(devices)) != len(devices):
+        raise argparse.ArgumentTypeError(f"{str(text)[:40]!r}: expected distinct CUDA device indices (>= 0) separated "
+                                         "by commas, e.g. 0,1")
     return devices
 
 
@@ -49,15 +51,15 @@ def parse_max_memory(text: str) -> dict[str, str]:
     for part in str(text).split(","):
         key, sep, size = (x.strip() for x in part.partition("="))
         if not sep or not (key.isdigit() or key == "cpu"):
-            raise argparse.ArgumentTypeError(f"{part!r}: give DEVICE=SIZE, DEVICE a CUDA index or cpu, e.g. 0=20GiB")
+            raise InputError(f"--max-memory {part[:40]!r}: give DEVICE=SIZE, DEVICE a CUDA index or cpu, e.g. 0=20GiB")
         try:
             ok = convert_file_size_to_int(size) > 0
         except ValueError:
             ok = False
         if not ok:
-            raise argparse.ArgumentTypeError(f"{part!r}: {size!r} is not a size (e.g. 20GiB, 500MB)")
+            raise InputError(f"--max-memory {part[:40]!r}: {size[:20]!r} is not a size (e.g. 20GiB, 500MB)")
         if key in caps:
-            raise argparse.ArgumentTypeError(f"{text!r}: caps device {key} twice")
+            raise InputError(f"--max-memory {str(text)[:60]!r}: caps device {key} twice")
         caps[key] = size
     return caps
 

@@ -13,10 +13,10 @@ Rules (``place``):
   already in it (least-loaded GPUs first); what does not fit waits for a later wave. A wave's servers
   are up together; the next wave starts when its variants are done.
 
-The placement is made from the study alone (never from what a resumed study has left to do), so a
+Without a pool the servers inherit the devices, as before issue 31 (a TP=2 server then takes the first two
+it sees). The placement is made from the study alone (never from what a resumed study has left to do), so a
 resumed study places every variant where it was. Refused before any work: a variant needing more GPUs
-than one host of the pool has, a variant spanning GPUs without a pool, and (``heads``) a tensor-parallel
-size that does not divide the model's heads."""
+than one host of the pool has, and (``heads``) a tensor-parallel size that does not divide the model's heads."""
 
 from __future__ import annotations
 
@@ -98,9 +98,6 @@ def place(req: PlacementRequest, placed_by: str = "study") -> Placement:
     widest = max((len(ds) for ds in hosts.values()), default=0)
     for v in req.variants:
         n = v.parallel.devices_needed
-        if not req.pool and n > 1:
-            raise InputError(f"variant {v.name!r} ({v.parallel.label()}) needs {n} GPUs: list the GPUs it may use in "
-                             "the study's 'gpus:' (the pool it is placed on)")
         if req.pool and n > widest:
             where = f"{widest} on one host" if len(hosts) > 1 else f"{widest}"
             raise InputError(f"variant {v.name!r} ({v.parallel.label()}) needs {n} GPUs; the pool has {where} "

@@ -69,6 +69,7 @@ FLAGS = {
     ("pages synth", "--page-size"): ("page_size", lambda v: min(v) >= 64 and v[0] * v[1] <= 64_000_000),
     ("quantize", "--samples"): ints(1),
     ("quantize", "--max-seq-len"): ints(64),
+    ("quantize", "--devices"): ("int_list", lambda v: all(d >= 0 for d in v) and len(set(v)) == len(v)),  # issue 31
     ("score", "--concurrency"): CONC,
     ("demo", "--pages"): ints(2),
     ("demo", "--min-pages"): ints(2),
