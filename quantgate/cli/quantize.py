@@ -48,6 +48,11 @@ def register(sub) -> None:
     q.add_argument("--prompt", help="the study's prompt, used for calibration")
     q.add_argument("--device", default="auto", help="where the model sits while calibrating: auto (cuda when "
                    "available, unless --pipeline sequential), cpu, cuda, cuda:1 ...")
+    q.add_argument("--devices", type=_devices, help="spread the model over these CUDA devices, e.g. 0,1 (a model too "
+                   "big for one GPU: accelerate's device map, each decoder layer on one device; docs/scale.md)")
+    q.add_argument("--max-memory", metavar="DEV=SIZE,…", help="with --devices: cap per device, e.g. "
+                   "0=20GiB,1=20GiB; cpu=SIZE allows layers in host memory (slow); refused before any work when the "
+                   "model does not fit")
     q.add_argument("--pipeline", choices=["basic", "sequential", "independent"],
                    help="llmcompressor pipeline; 'sequential' holds one decoder layer on the accelerator at a time")
     q.add_argument("--text-only", action="store_true", help="calibrate on truth text without images")
@@ -105,12 +110,22 @@ def cmd_plan(a) -> int:
 
 def cmd_quantize(a) -> int:
     from quantgate.quantize import quantize
+    from quantgate.quantize.devices import parse_max_memory
+
+    caps = parse_max_memory(a.max_memory) if a.max_memory else None  # issue 31: before any work
 
     m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
                  trust_remote_code=a.trust_remote_code, allow_pickle_files=a.allow_pickle_files, device=a.device,
-                 log=lambda s: print(s, file=sys.stderr))
+                 devices=a.devices, max_memory=caps, log=lambda s: print(s, file=sys.stderr))
     v, s = m.manifest.verification, m.manifest.size
     print(f"{a.output}: verified {v.modules_checked} modules {v.formats}; vision BF16: {v.vision_bf16}; "
           f"weights {s.weights_bytes / 1e6:.1f} MB ({s.compression}x smaller than the source); {m.manifest.wall_s} s")
     return 0
+
+
+def _devices(text: str):
+    from quantgate.quantize.devices import parse_devices
+
+    return parse_devices(text)
+

@@ -60,6 +60,9 @@ def register(sub) -> None:
                        "to resume. See docs/study.md for the YAML.")
     s.add_argument("study", type=existing_path)
     s.add_argument("-o", "--output", type=Path, help="output folder (default: the study's 'output')")
+    s.add_argument("--ray", metavar="ADDRESS", help="run each variant's quantize and server on a Ray cluster (host:6379, "
+                   "ray://host:10001 or auto; over the study's cluster.ray); the output folder must be on storage "
+                   "every node mounts at the same path (docs/scale.md). Needs quantgate[cluster]")
     _verbose_flag(s)
     s.set_defaults(func=cmd_study)
 
@@ -173,10 +176,13 @@ def _finish(outcome: StudyOutcome, out: Path) -> int:
 
 def cmd_study(a: argparse.Namespace) -> int:
     from quantgate.study import run_study
+    from quantgate.study.preflight import prepare_study
     from quantgate.study.run import study_output
 
     out = study_output(a.study, a.output)  # the YAML is checked before anything is redirected
-    outcome = _run_quietly(out, a.verbose, f"quantgate study {a.study}", lambda c: run_study(a.study, out, console=c))
+    ready = prepare_study(a.study, out, a.ray)  # issue 31: placement, heads, cluster — before the log is opened
+    outcome = _run_quietly(out, a.verbose, f"quantgate study {a.study}",
+                           lambda c: run_study(a.study, out, console=c, ray=a.ray, prepared=ready))
     return _finish(outcome, out)
 
 

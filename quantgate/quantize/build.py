@@ -5,6 +5,7 @@ and renamed into place only after it verified, so a crash or a failed check leav
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import resource
@@ -173,6 +174,8 @@ class Build:
     trust_remote_code: bool
     device: str
     record_root: Path | None
+    # issue 31: (devices, max_memory, device_map, bytes_per_device) when spread over several GPUs (quantize.devices)
+    spread: tuple | None = None
 
     @property
     def kinds(self) -> dict[str, str]:
@@ -183,11 +186,17 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
              samples: int | None = None, max_seq_len: int | None = None, prompt: str | None = None,
              pipeline: str | None = None, text_only: bool | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, allow_pickle_files: bool = False, device: str = "auto",
-             record_root: Path | None = None, log: Callable[[str], None] = print,
+             record_root: Path | None = None, devices: list[int] | None = None,
+             max_memory: dict[str, str] | None = None, log: Callable[[str], None] = print,
              note: Callable[[str], None] | None = None) -> QuantizeResult:
     """Build (or reuse) the variant ``out``. ``record_root``: quantgate.json records the source and calibration
     paths relative to it when they lie inside it (a study passes its folder; see ``fileio.recorded_path``).
-    ``note``: one short phrase per step worth showing beside a progress line (``calibrating on 8 page(s)``)."""
+    ``note``: one short phrase per step worth showing beside a progress line (``calibrating on 8 page(s)``).
+    ``devices`` / ``max_memory``: the model spread over several GPUs under per-device caps (``quantize.devices``,
+    issue 31)."""
+    from quantgate.quantize.devices import check_flags
+
+    check_flags(devices, max_memory, device, pipeline)  # issue 31: before the plan is made
     job = _settle(Path(model_dir), recipe_spec, Path(out), calibration=calibration, samples=samples,
                   max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
                   trust_remote_code=trust_remote_code, allow_pickle_files=allow_pickle_files, device=device,
@@ -195,6 +204,12 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     existing = _reusable(job, overwrite, log)
     if existing is not None:
         return QuantizeResult(manifest=existing, reused=True)
+    if devices:  # issue 31: the device map planned (no weights read) and checked against the caps before any work
+        from quantgate.quantize.devices import check_visible, plan_device_map
+
+        check_visible(devices)
+        job = dataclasses.replace(job, spread=(devices, max_memory or {},
+                                               *plan_device_map(job.model_dir, devices, max_memory, trust_remote_code)))
     t0 = time.time()
     job.out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_builds(job.out, log)
@@ -272,6 +287,9 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
     write its manifest there."""
     import torch
 
+    from quantgate.quantize.devices import peak_per_device, reset_peaks
+
+    reset_peaks()  # this build's peaks, not an earlier build's in the same process (a study's)
     model, processor = _load(job)
     lc_recipe, cal_ids = _compress(job, model, processor, tmp, log, note)
     processor.save_pretrained(tmp)
@@ -302,6 +320,9 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
         "wall_s": round(time.time() - t0, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1) if torch.cuda.is_available() else None,
+        "peak_gpu_mb_per_device": peak_per_device(),
+        "devices": None if job.spread is None else {"devices": job.spread[0], "max_memory": job.spread[1],
+                                                    "device_map": job.spread[2], "bytes_per_device": job.spread[3]},
     })
     atomic_write_json(tmp / MANIFEST, manifest.model_dump())
     return manifest
@@ -312,7 +333,11 @@ def _load(job: Build):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     device = job.device
-    if device == "auto":
+    if job.spread is not None:
+        from quantgate.quantize.devices import loadable
+
+        device = loadable(job.spread[2])  # issue 31: exactly the map planned and recorded
+    elif device == "auto":
         # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
         # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.
         device = "cuda" if torch.cuda.is_available() and job.pipeline != "sequential" else "cpu"

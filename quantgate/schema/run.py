@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from quantgate.schema.base import Record
+from quantgate.schema.placement import VariantPlacement
 
 DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
 DEFAULT_MAX_TOKENS = 1024
@@ -147,6 +148,7 @@ class ServerLayout(Record):
     servers_in_study: int
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES the study gave this server; None: inherited
     env: dict[str, str] = Field(default_factory=dict)  # the variant's server_env
+    placement: VariantPlacement | None = None  # issue 31: its GPUs, wave and parallel settings (study/placement.py)
 
 
 class SequentialStop(Record):

@@ -7,12 +7,13 @@ backends (``quantgate.study.spec``, which narrows :class:`Study` to them); here 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from quantgate.schema.base import FieldError, Record
 from quantgate.schema.metrics import METRICS, declared_margin, margin_problem
+from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.summary import Summary
 from quantgate.schema.verdict import MIN_PAGES, MIN_RESAMPLES, TestName
@@ -63,6 +64,9 @@ class VariantSpec(_S):
     recipe: str
     server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
     server_env: dict[EnvName, str] = Field(default_factory=dict)  # e.g. {VLLM_BATCH_INVARIANT: "1"}
+    # issue 31: this variant's own values of the study backend's options, e.g. {tensor_parallel_size: 2}
+    # (checked by that backend's options model: quantgate.study.placement.variant_backend)
+    backend: dict[str, Any] = Field(default_factory=dict)
 
 
 class BackendBlock(BaseModel):
@@ -141,7 +145,8 @@ class Study(_S):
     # overlap each other and the later quantizations; then the variants' pages are served one after another
     # with the others idle (quantgate.study.run)
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
-    gpus: list[NonNegativeInt] = Field(default_factory=list)  # CUDA_VISIBLE_DEVICES per server, round robin
+    gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
+    cluster: ClusterSpec | None = None  # issue 31: quantize and servers as Ray tasks and actors (study/cluster.py)
 
     @field_validator("resamples")
     @classmethod

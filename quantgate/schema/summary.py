@@ -48,10 +48,15 @@ class VariantVerdict(Verdict):
     """One verdict of a candidate variant on one metric: a ``Verdict`` and the variant's name."""
 
     variant: str
+    # issue 31: a candidate in another TP/DP layout than the baseline: its noise floor was measured in that layout
+    # (a layout twin) or not (quantgate.study.noise_layout); None: the baseline's layout
+    noise_layout: Literal["measured", "not_measured"] | None = None
 
     @model_serializer(mode="wrap")
     def _variant_first(self, handler):
         d = handler(self)
+        if d.get("noise_layout") is None:
+            d.pop("noise_layout", None)  # the baseline's layout: the row as before issue 31
         return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from quantgate.schema.base import Record
+from quantgate.schema.placement import QuantizeDevices
 
 
 class RecipeInfo(Record):
@@ -109,6 +110,9 @@ class VariantManifest(Record):
     wall_s: float
     peak_rss_mb: float
     peak_gpu_mb: float | None
+    # issue 31: torch.cuda.max_memory_allocated per visible device (None on CPU); where --devices spread the model
+    peak_gpu_mb_per_device: dict[str, float] | None = None
+    devices: QuantizeDevices | None = None
 
 
 # --- lmeval.json (written by lmeval) ---------------------------------------------------------------

@@ -19,6 +19,7 @@ from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
 from quantgate.schema.base import parse_record
+from quantgate.schema.placement import same_placement
 from quantgate.schema.run import DEFAULT_PROMPT, RequestRecord, RunManifest, SequentialStop, ServeOptions, ServerLayout
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
@@ -106,7 +107,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         raise InputError(f"{pageset_dir}: no pages in split {o.split!r}")
     out.mkdir(parents=True, exist_ok=True)
     manifest = _manifest(o, h, backend, variant, Path(pageset_dir), ps.sha256)
-    _resume(manifest, out, o.overwrite)
+    _resume(manifest, out, o.overwrite, h.layout)
     _set_numerics(manifest, backend, variant)
     run = _Run(variant, backend, out, o, h, manifest, {p.id: p for p in pages}, ps.image_bytes)
     with run:
@@ -150,7 +151,7 @@ def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, p
                        server_env=dict(h.layout.env) if h.layout else {})
 
 
-def _resume(manifest: RunManifest, out: Path, overwrite: bool) -> None:
+def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLayout | None = None) -> None:
     """An earlier run in ``out`` of the same variant (by content), backend, pages, prompt and server flags is
     resumed: its records are kept and what its start recorded carries over. Another run is refused, or with
     ``overwrite`` its records discarded."""
@@ -166,6 +167,8 @@ def _resume(manifest: RunManifest, out: Path, overwrite: bool) -> None:
     # the server's own flags and environment are part of what was measured (an FP8 KV cache, a batch-invariant
     # mode); a run.json from before they were recorded (None) is taken as it is
     same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(m, k) for k in ("server_args", "server_env"))
+    # issue 31: so are its parallel settings and the GPUs a study placed it on (schema.placement.same_placement)
+    same = same and same_placement(old.layout, layout)
     if not same and not overwrite:
         raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                          f"{old.max_tokens}); choose another -o, or --overwrite to discard it")

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from quantgate.io.console import Console, console_for
 from quantgate.io.fileio import atomic_write_json, exclusive_lock
 from quantgate.io.pageset import PageSet
 from quantgate.judge.replay import Plan
 from quantgate.schema.base import read_record_file
+from quantgate.schema.placement import Placement
 from quantgate.schema.run import RunManifest
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
@@ -38,6 +39,10 @@ from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
 from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
+
+if TYPE_CHECKING:
+    from quantgate.study.cluster import Cluster
+    from quantgate.study.preflight import Prepared
 
 JUDGED_PAGES = "judged-pages.jsonl"
 Scores = dict[tuple[str, int], dict[str, ScoreRow]]
@@ -68,6 +73,8 @@ class _Ctx:
     lm: LmEvalPlan | None
     backend: BackendOptions  # the study's backend block, its paths resolved against the study
     plan: Plan | None  # a sequential study's plan
+    placement: Placement | None = None  # issue 31: each variant's GPUs, wave and parallel settings (study.placement)
+    cluster: Cluster | None = None  # issue 31: the Ray cluster quantize and servers run on (study.cluster), or None
 
     @property
     def n_pages(self) -> int:
@@ -83,18 +90,30 @@ class _Ctx:
 
 def run_study(study_path: Path, out: Path | None = None, console: Console | None = None,
               stop_after: Literal["quantize", "serve", "score"] | None = None,
-              log: Callable[[str], None] | None = None) -> StudyOutcome:
+              log: Callable[[str], None] | None = None, ray: str | None = None,
+              prepared: Prepared | None = None) -> StudyOutcome:
     """Run (or resume) the study. ``stop_after`` ends early — for tests. ``log``: instead of a console, every
-    line (stages and details) goes to this function."""
+    line (stages and details) goes to this function. ``ray``: a Ray address (``--ray``), over the study's
+    ``cluster:``. ``prepared``: the checks ``study.preflight`` made already."""
     t_start = time.time()
     console = console or (console_for(log) if log else Console())
     study_path = Path(study_path)
     st = load_study(study_path)  # every field and number checked before any page, weight or server
     base = study_path.resolve().parent
     out = study_output(study_path, out, st)
-    with study_lock(out):
+    # issue 31: the placement (GPU pool, TP/DP, heads) and the cluster (address, every node's storage) are
+    # checked before any work (study.preflight); a cluster is left when the study ends
+    from quantgate.study.placement import describe
+    from quantgate.study.preflight import prepare
+
+    prepared = prepared or prepare(st, base, out, ray, console.detail)
+    cluster, placement = prepared.cluster, prepared.placement
+    for line in describe(placement):
+        console.detail(line)
+    with study_lock(out), (cluster or nullcontext()):
         atomic_write_json(out / "study.json", st.model_dump())
         ctx = _prepare(st, base, out, Clock(out, console, start=t_start))
+        ctx.placement, ctx.cluster = placement, cluster
         model = resolve_path(base, st.model)
         if stop_after == "quantize":
             _quantize_all(ctx, model)
@@ -103,7 +122,10 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
             servers = _servers(ctx, servers_open)
             # all_at_once: a variant's server starts as soon as its weights are written, beside the next
             # variant's quantization, so quantizing hides behind the starts instead of preceding them
-            ready = (lambda v: _prestart(ctx, v, servers)) if st.servers == "all_at_once" else None
+            # (issue 31: of the first wave only; later waves start when the one before is done; not on a cluster,
+            # where a server up early could hold the GPU or slot a later quantize task waits for)
+            ready = (lambda v: ctx.placement.variants[v.name].wave == 0 and _prestart(ctx, v, servers)) \
+                if st.servers == "all_at_once" and cluster is None else None
             _quantize_all(ctx, model, ready=ready)
             _serve_all(ctx, servers)
         if stop_after == "serve":
@@ -144,9 +166,10 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
 
 def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] | None = None) -> None:
     """Every variant's weights under ``out/variants/<name>`` (reused when their inputs match); ``ready(v)``
-    is called as each one is written."""
+    is called as each one is written. On a cluster each quantize runs as a Ray task on a node (issue 31)."""
     from quantgate.quantize import quantize
 
+    quantize = ctx.cluster.quantize if ctx.cluster else quantize
     st, clock = ctx.st, ctx.clock
     for v in st.variants:
         with clock.stage("quantize", f"quantize {v.name} ({v.recipe})", unit=None, variant=v.name) as stage:
@@ -164,6 +187,7 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
     """One (not yet started) server per variant, each stopped when ``stack`` closes, whatever happens."""
     from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
+    from quantgate.study.placement import placement_env, variant_backend
 
     st, clock = ctx.st, ctx.clock
     at_once = st.servers == "all_at_once"
@@ -177,10 +201,14 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
             label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
-        gpu = str(st.gpus[i % len(st.gpus)]) if st.gpus else None
-        env = {**v.server_env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {})}
-        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env))
-        return SharedServer(backend_from_spec(ctx.backend, v.server_args), ctx.variant_dir(v.name),
+        # issue 31: the variant's GPUs from the placement, its own backend options (TP/DP), a Ray actor on a cluster
+        placed = ctx.placement.variants[v.name]
+        env = {**v.server_env, **placement_env(placed)}
+        gpu = env.get("CUDA_VISIBLE_DEVICES") if placed.placed_by == "study" else None
+        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env),
+                              placement=placed.model_copy(deep=True))
+        server_class = ctx.cluster.server_class if ctx.cluster else SharedServer
+        return server_class(backend_from_spec(variant_backend(ctx.backend, v), v.server_args), ctx.variant_dir(v.name),
                             ctx.run_dir(v.name) / "server.log", clock.console.detail, starting, env=env,
                             layout=layout)
 
@@ -207,30 +235,41 @@ def _serve_all(ctx: _Ctx, servers: dict[str, SharedServer]) -> None:
     st = ctx.st
     # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
-    if st.servers == "all_at_once":
-        for v in order:
-            _prestart(ctx, v, servers)  # no-op for those started during quantization
-        for server in servers.values():
-            server.wait_started()  # no page is timed while another server compiles
+    if st.servers == "all_at_once":  # issue 31: wave by wave (quantgate.study.placement)
+        for wave in ctx.placement.waves:
+            here = [v for v in order if v.name in wave]
+            for v in here:
+                _prestart(ctx, v, servers)  # no-op for those started during quantization
+            for v in here:
+                servers[v.name].wait_started()  # no page is timed while another server compiles
+            for v in here:
+                _serve_on(ctx, v, servers[v.name], None)
+                servers[v.name].close()
+        return
     for i, v in enumerate(order):
         nxt = order[i + 1] if i + 1 < len(order) else None
-        beside = nxt is not None and _may_share_device(st, ctx.backend, v, nxt)
+        beside = nxt is not None and _may_share_device(ctx, v, nxt)
         prestart = servers[nxt.name].prestart if nxt is not None and beside and _needs_server(ctx, nxt) else None
-        _serve_variant(ctx, v, servers[v.name], prestart)
+        _serve_on(ctx, v, servers[v.name], prestart)
         servers[v.name].close()
 
 
-def _may_share_device(st: Study, backend: BackendOptions, a: VariantSpec, b: VariantSpec) -> bool:
+def _may_share_device(ctx: _Ctx, a: VariantSpec, b: VariantSpec) -> bool:
     """Whether b's server may start while a's still runs: not when both are GPU servers that each take most of
-    one GPU's memory as configured (vLLM refuses to start below its memory fraction) — unless the study puts
-    them on different GPUs."""
-    if not backend.takes_most_of_a_gpu():
-        return True
-    if st.gpus:
-        names = [v.name for v in st.variants]
-        gpu = {n: st.gpus[i % len(st.gpus)] for i, n in enumerate(names)}
-        return gpu[a.name] != gpu[b.name]
-    return False
+    one GPU's memory as configured (vLLM refuses to start below its memory fraction) — unless the study places
+    them on different GPUs (``placement.may_run_together``)."""
+    from quantgate.study.placement import may_run_together
+
+    return may_run_together(ctx.placement, a.name, b.name)
+
+
+def _serve_on(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_next: Callable[[], None] | None) -> None:
+    """``_serve_variant``; on a cluster, started again on another node when its server's node is lost (issue 31)."""
+    if ctx.cluster is None:
+        return _serve_variant(ctx, v, server, prestart_next)
+    from quantgate.study.cluster_server import survive
+
+    survive(lambda: _serve_variant(ctx, v, server, prestart_next), server, ctx.clock.console.detail)
 
 
 def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:

@@ -51,7 +51,18 @@ def check_placement(st: Study, where: str) -> None:
         if st.gpus and "CUDA_VISIBLE_DEVICES" in v.server_env:
             raise InputError(f"{where}: variants.{i}.server_env: CUDA_VISIBLE_DEVICES and the study's 'gpus' both "
                              "place this server; keep one of them")
-    if st.servers == "all_at_once" and len(set(st.gpus)) < len(st.variants) and backend.takes_most_of_a_gpu():
+    from quantgate.study.placement import plan_placement, variant_backend
+
+    for i, v in enumerate(st.variants):  # issue 31: per-variant backend options, then the placement on the pool
+        variant_backend(backend, v, i, where=f"{where}: ")
+    if st.gpus and st.cluster:
+        raise InputError(f"{where}: field 'gpus': with a cluster, Ray assigns each server its GPUs; remove 'gpus'")
+    if not st.cluster:  # a cluster's pool is known once connected (study/cluster.py)
+        try:
+            plan_placement(st)
+        except InputError as e:
+            raise InputError(f"{where}: {e}") from None
+    if st.servers == "all_at_once" and not st.gpus and not st.cluster and backend.takes_most_of_a_gpu():
         raise InputError(f"{where}: field 'servers': all_at_once puts {len(st.variants)} servers on "
                          f"{max(len(set(st.gpus)), 1)} GPU(s), and each {backend.name} server takes most of a "
                          "GPU's memory by default; set backend.gpu_memory_utilization (below 1/number of servers "

@@ -23,6 +23,7 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
+from quantgate.study.noise_layout import layout_note, layout_twin, mark
 from quantgate.study.spec import Study
 
 SCORES = "scores"
@@ -55,13 +56,17 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
         if v.name == st.baseline:
             continue
         cand = read(score_file(v.name, c0))
+        # issue 31: a candidate in another TP/DP layout is judged beside the noise of that layout when the study
+        # measures it (a layout twin: quantgate.study.noise_layout), else its verdict says it was not measured
+        twin = layout_twin(st, v)
+        v_noise, noise_name = ((read(score_file(twin.name, c0)), f"{twin.name}@c{c0} (noise run in its layout)")
+                               if twin else (noise, f"{st.baseline}@c{noise_level} (noise run)"))
         for m in st.metrics:
-            verdict = compare_scores(base, cand, m, noise=noise, margin=st.margins.get(m), seed=st.seed,
+            verdict = compare_scores(base, cand, m, noise=v_noise, margin=st.margins.get(m), seed=st.seed,
                                      n_resamples=st.resamples, min_pages=st.min_pages,
                                      equivalence=st.test == "equivalence", exact=st.test == "exact",
-                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"),
-                                     noise_name=f"{st.baseline}@c{noise_level} (noise run)")
-            rows.append(VariantVerdict(variant=v.name, **verdict.model_dump()))
+                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name)
+            rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
     return rows
 
 
@@ -82,7 +87,7 @@ def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | 
                                 f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
         if decisions is not None:
             decisions[v.name] = dec
-        rows += verdict_rows(st, plan, dec, v.name, base, cand, noise)
+        rows += [mark(r, *layout_note(st, v, None)) for r in verdict_rows(st, plan, dec, v.name, base, cand, noise)]
     return rows
 
 

@@ -134,8 +134,11 @@ def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fak
                  for v in order}
     for prev, nxt in zip(order, order[1:], strict=False):
         assert start[nxt]["start"] >= pages_end[prev] - 0.01
-    assert _run(out, "kv")["layout"] == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3,
-                                         "gpu": None, "env": {}}
+    layout = _run(out, "kv")["layout"]
+    placement = layout.pop("placement")  # issue 31: without a pool the servers inherit the devices, one at a time
+    assert layout == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3, "gpu": None, "env": {}}
+    assert (placement["placed_by"], placement["gpus"], placement["wave"], placement["parallel"]) == \
+        ("inherited", None, 2, {"tensor_parallel_size": 1, "data_parallel_size": 1})
     assert "CUDA_VISIBLE_DEVICES" not in _run(out, "kv")["engine"]["env"]
 
 
@@ -198,12 +201,12 @@ def test_a_run_served_with_other_server_flags_or_env_is_not_resumed(tmp_path, fa
 
 
 def test_the_next_vllm_server_starts_beside_the_current_one_only_when_both_fit(tmp_path):
-    from quantgate.study.run import _may_share_device
+    from quantgate.study.placement import may_run_together, plan_placement
     from quantgate.study.spec import load_study
 
     def may(**over):
         st = load_study(_study(tmp_path, **over))
-        return _may_share_device(st, st.backend, st.variants[0], st.variants[1])
+        return may_run_together(plan_placement(st), st.variants[0].name, st.variants[1].name)
 
     vllm = {"name": "vllm", "vllm_cmd": FAKE_VLLM}
     assert not may(backend=vllm)  # each takes 0.9 of the GPU by default: vLLM would refuse the second

@@ -69,6 +69,7 @@ FLAGS = {
     ("pages synth", "--page-size"): ("page_size", lambda v: min(v) >= 64 and v[0] * v[1] <= 64_000_000),
     ("quantize", "--samples"): ints(1),
     ("quantize", "--max-seq-len"): ints(64),
+    ("quantize", "--devices"): ("int_list", lambda v: all(d >= 0 for d in v) and len(set(v)) == len(v)),  # issue 31
     ("score", "--concurrency"): CONC,
     ("demo", "--pages"): ints(2),
     ("demo", "--min-pages"): ints(2),
@@ -79,12 +80,14 @@ FLAGS = {
     ("sensitivity", "--batch-pages"): ints(1),
     ("recommend", "--effective-bits"): floats(0, 16),
     ("recommend", "--speedup"): floats(1),
+    ("recommend", "--speed-concurrency"): ints(1, 100_000),
     # the statistics rework (issue 15) owns these three and checks them at parse time
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
     ("compare", "--resamples"): ints(1000),
     ("tune", "--effective-bits"): floats(0),
     ("tune", "--speedup"): floats(0),
+    ("tune", "--speed-concurrency"): ints(1, 100_000),
     ("tune", "--max-trials"): ints(1, 100),
 }
 BACKEND_FLAGS = {  # serve and lmeval both take them
@@ -178,8 +181,8 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "compare": ["compare", empty, empty, "--metric", "ned"],
         "demo": ["demo", "-o", out],
         "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
-        "recommend": ["recommend", empty, "-o", out + "/r.yaml"],
-        "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag == "--max-trials" else []),
+        "recommend": ["recommend", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
+        "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag in ("--max-trials", "--speed-concurrency") else []),
     }[verb]
     if flag in BACKEND_FLAGS:
         argv += ["--backend", "vllm"]

@@ -1,0 +1,47 @@
+"""What a study checks before any work (issue 31): where each variant's server runs (the placement on the GPU
+pool, each tensor-parallel size against the model's heads) and, on a cluster, the connection and every work
+node's view of the study's storage. ``quantgate study`` makes these checks before it opens the study's log, so
+a study refused here leaves nothing behind; ``run_study`` makes them itself when called without them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from quantgate.schema.placement import Placement
+
+if TYPE_CHECKING:
+    from quantgate.study.cluster import Cluster
+
+
+@dataclass
+class Prepared:
+    placement: Placement
+    cluster: Cluster | None = None  # connected, or None
+
+
+def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: None) -> Prepared:
+    from quantgate.study.placement import checked_placement
+    from quantgate.study.spec import resolve_path
+
+    model = resolve_path(base, st.model)
+    cluster = None
+    if ray or st.cluster:
+        from quantgate.study.cluster import open_cluster
+
+        cluster = open_cluster(st, ray, base, out, log)
+    try:
+        placement = cluster.placement(st, model) if cluster else checked_placement(st, model)
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        raise
+    return Prepared(placement, cluster)
+
+
+def prepare_study(study_path: Path, out: Path, ray: str | None = None) -> Prepared:
+    from quantgate.study.spec import load_study
+
+    study_path = Path(study_path)
+    return prepare(load_study(study_path), study_path.resolve().parent, Path(out), ray)
