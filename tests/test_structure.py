@@ -7,6 +7,7 @@ read from the running source tree."""
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,6 +236,12 @@ def test_the_dict_rule_sees_one(tmp_path):
     assert _dict_returns(f, "m") == ["m.a -> dict", "m.b -> list[dict[str, Any]] | None"]
 
 
+def _no_pythonpath() -> dict[str, str]:
+    # the tests' own PYTHONPATH (conftest: the repository, for tests.support) would put a checkout's
+    # quantgate.egg-info — an installed distribution's metadata — on the path
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):
     """Issue 20: run from a checkout on PYTHONPATH with no installed distribution (python -S: no
     site-packages), quantgate's version and commit still come from the running source tree."""
@@ -251,7 +258,7 @@ def test_provenance_from_a_source_tree_without_an_installed_dist(tmp_path):
     src = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", str(REPO), str(src)], check=True, timeout=120)
     r = subprocess.run([sys.executable, "-S", "-c", code, str(src)], capture_output=True, text=True, cwd=tmp_path,
-                       timeout=60)
+                       timeout=60, env=_no_pythonpath())
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=src).stdout.strip()
@@ -273,6 +280,6 @@ def test_provenance_refuses_another_repositorys_commit(tmp_path):
                     ignore=shutil.ignore_patterns("assets", "__pycache__"))
     code = "import sys; sys.path.insert(0, sys.argv[1]); from quantgate.io.provenance import git_commit; print(git_commit())"
     r = subprocess.run([sys.executable, "-S", "-c", code, str(tmp_path / "other" / "vendor")], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=60, env=_no_pythonpath())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "None"
