@@ -95,6 +95,7 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
             lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {_f(sp, '.2f')}× | "
                          f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
                          f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
+    lines += _speed_wave_lines(r)
     lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
@@ -115,6 +116,34 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     lines += ["", f"<sub>{p.statistics}. quantgate {p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, "
               f"page set {p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _speed_wave_lines(r: Summary) -> list[str]:
+    """Issue 30: the speed levels sent in repeated waves, each variant's ratio to the baseline with its interval."""
+    if not any(v.speed for v in r.variants):
+        return []
+    eos = any(lv.ignore_eos for v in r.variants for lv in v.speed)
+    out = ["", f"Speed levels in repeated waves{' (ignore_eos: every request decodes max_tokens)' if eos else ''}; "
+           f"ratio of the waves' mean output tok/s to {r.baseline}'s at the same concurrency, with its interval "
+           "(judge.speed.speedup_interval; the spread between waves of this session, not between sessions):", "",
+           "| variant | concurrency | waves × requests | out tok/s per wave | vs baseline [interval] | ignore_eos |",
+           "|---|---|---|---|---|---|"]
+    for v in r.variants:
+        for lv in v.speed:
+            iv = v.speedup_interval.get(str(lv.concurrency))
+            waves = ", ".join(f"{w.output_tokens_per_s:.1f}" for w in lv.waves) or "–"
+            more = f" (+{lv.incomplete_waves} incomplete)" if lv.incomplete_waves else ""
+            out.append(f"| {v.name} | {lv.concurrency} | {len(lv.waves)} × {lv.per_wave}{more} | {waves} | "
+                       f"{_interval_cell(iv)} | {'yes' if lv.ignore_eos else 'no'} |")
+    return out
+
+
+def _interval_cell(iv) -> str:
+    if iv is None or iv.ratio is None:
+        return iv.note if iv is not None and iv.note else "–"
+    if iv.low is None or iv.high is None:
+        return f"{iv.ratio:.2f}× — {iv.note}"
+    return f"{iv.ratio:.2f}× [{iv.low:.2f}, {iv.high:.2f}] ({iv.level:.0%}, {iv.n_variant} vs {iv.n_baseline} waves)"
 
 
 def _sequential_lines(r: Summary) -> list[str]:
