@@ -125,7 +125,7 @@ def _documents(files: list[tuple[Path, Path | None]], pattern: str | None, warn:
         try:
             rx = re.compile(pattern)
         except re.error as e:
-            raise InputError(f"--document-pattern {pattern!r}: not a regular expression ({e})") from None
+            raise InputError(f"--document-pattern '{pattern}': not a regular expression ({e})") from None
     docs, unmatched, alone = [], [], 0
     for f, folder in files:
         if f.suffix.lower() == ".pdf":
@@ -143,7 +143,7 @@ def _documents(files: list[tuple[Path, Path | None]], pattern: str | None, warn:
             alone += 1
     if unmatched:
         n_images = sum(1 for f, _ in files if f.suffix.lower() != ".pdf")
-        raise InputError(f"--document-pattern {pattern!r} names no document for {len(unmatched)} of {n_images} image "
+        raise InputError(f"--document-pattern '{pattern}' names no document for {len(unmatched)} of {n_images} image "
                          f"file name(s), e.g. {unmatched[0].name!r} (searched in the file name; its first group, "
                          "non-empty, names the document); fix the pattern, or leave it out to group by sub-folder")
     if alone > 1:
