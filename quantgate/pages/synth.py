@@ -251,6 +251,17 @@ def fit_on_page(img, size: tuple[int, int]):
     return page
 
 
+def synth_page_id(seed: int, i: int) -> str:
+    return f"synth-{seed}-{i:05d}"
+
+
+def synth_document(seed: int, i: int, pages_per_document: int = 1) -> str:
+    """Page ``i``'s document (what its split is drawn from): the page itself when documents are single pages."""
+    if pages_per_document == 1:
+        return synth_page_id(seed, i)
+    return f"synth-{seed}-doc{i // pages_per_document:05d}"
+
+
 def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 0.2, profile: str = "doc",
                 width: int | None = None, noise: float = 0.03, overwrite: bool = False,
                 page_size: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None,
@@ -279,8 +290,7 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
         (tmp / "truth").mkdir()
         lines = []
         for i in range(n):
-            pid = f"synth-{seed}-{i:05d}"
-            doc = pid if pages_per_document == 1 else f"synth-{seed}-doc{i // pages_per_document:05d}"
+            pid, doc = synth_page_id(seed, i), synth_document(seed, i, pages_per_document)
             rng = random.Random(f"{seed}:{i}")
             # a document's pages share their look, as a real document's do; one page alone draws it itself
             style = rng if pages_per_document == 1 else random.Random(f"{seed}:document:{i // pages_per_document}")
