@@ -33,7 +33,7 @@ class Output:
         if r.error is not None:
             return cls(None, failed=f"{r.error_kind or 'unclassified'}: {r.error}")
         # no error but no text: the model answered with nothing, its own empty output
-        return cls(r.output or "", truncated=r.truncated or r.finish_reason == "length")
+        return cls(r.output or "", truncated=r.truncated)
 
 
 Prediction = str | Output | None  # a plain text (a parser's file); None: a request that failed, unclassified
