@@ -42,12 +42,12 @@ class ScoreRow(BaseModel):
         pid = obj.get("page_id")
         if not isinstance(pid, str) or not pid:
             raise FieldError((), "missing or non-string 'page_id'")
+        doc = obj.get("document")
+        if doc is not None and not (isinstance(doc, str) and doc):
+            raise FieldError((), f"document = {doc!r} is not a non-empty string (the document the page belongs to)")
         h = obj.get("output_sha256")
         if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
             raise FieldError((), f"output_sha256 = {h!r} is not a sha256 hex digest")
-        doc = obj.get("document")
-        if doc is not None and not (isinstance(doc, str) and doc):
-            raise FieldError((), f"document = {doc!r} is not a non-empty string (the page's document id)")
         if not isinstance(obj.get("truncated", False), bool):
             raise FieldError((), f"truncated = {obj['truncated']!r} is not true or false")
         for k, v in obj.items():
@@ -77,12 +77,12 @@ class ScoreRow(BaseModel):
         head: dict[str, Any] = {"page_id": self.page_id, "empty": self.empty}
         if self.has_output_hash:
             head["output_sha256"] = self.output_sha256
+        if self.error is not None:
+            head["error"] = self.error
         if self.document is not None:
             head["document"] = self.document
         if self.truncated:
             head["truncated"] = True
-        if self.error is not None:
-            head["error"] = self.error
         return head | self.metrics
 
 
