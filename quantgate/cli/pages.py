@@ -24,7 +24,9 @@ def register(sub) -> None:
     i = ps.add_parser("import", help="import images/PDFs (+ truth, checks) into a page set",
                       description="Import PNG/JPEG/TIFF/WebP images, folders of them and PDFs (every page rendered, "
                       "~4 MP by default). Page ids: file stem, or <stem>_pg<N> for PDF pages (olmOCR-bench naming). "
-                      "Splits pages into calibration and heldout by a seeded hash of the id.")
+                      "Each page belongs to a document: its PDF; for images, --document-pattern's first group in the "
+                      "file name, else the sub-folder, else the image alone. Splits documents into calibration and "
+                      "heldout by a seeded hash of the document, so no document is in both.")
     i.add_argument("sources", nargs="+", type=existing_path, metavar="SRC")
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
     i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files")
@@ -35,6 +37,9 @@ def register(sub) -> None:
     i.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2,
                    help="share of pages for calibration, in [0, 1) (default 0.2)")
     i.add_argument("--seed", type=nonnegative_int, default=0, help="split seed, >= 0 (default 0)")
+    i.add_argument("--document-pattern", metavar="REGEX", help="group images into documents by this regular "
+                   "expression, searched in each file name: its first group names the document (e.g. '^(.+)_p[0-9]+'); "
+                   "every image name must match. Default: the sub-folder, else each image its own document")
     i.add_argument("--tag", action="append", default=[], help="tag every imported page (repeatable)")
     i.add_argument("--max-pixels", type=positive_int, default=64_000_000, help="refuse images larger than this (default 64e6)")
     i.add_argument("--max-pdf-pages", type=positive_int, default=2000, help="refuse PDFs with more pages (default 2000)")
@@ -49,6 +54,8 @@ def register(sub) -> None:
     s.add_argument("-o", "--output", required=True, type=Path)
     s.add_argument("--n", type=positive_int, default=50, help="number of pages (default 50)")
     s.add_argument("--seed", type=nonnegative_int, default=0, help="page seed, >= 0 (default 0)")
+    s.add_argument("--pages-per-document", type=positive_int, default=1, metavar="K", help="pages per synthetic "
+                   "document, split together (default 1: each page its own document); the last may have fewer")
     s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
                    help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
                    "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
@@ -88,7 +95,8 @@ def cmd_import(a: argparse.Namespace) -> int:
 
     opts = ImportOptions(truth_dir=a.truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
                          calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
-                         max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links)
+                         max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
+                         document_pattern=a.document_pattern)
     bar, cb = _progress(None, "importing")
     try:
         rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)
@@ -107,10 +115,12 @@ def cmd_synth(a: argparse.Namespace) -> int:
     bar, cb = _progress(a.n, "rendering")
     try:
         synth_pages(a.output, a.n, seed=a.seed, calibration_fraction=a.calibration_fraction, profile=a.profile,
-                    noise=a.noise, overwrite=a.overwrite, page_size=a.page_size, progress=cb)
+                    noise=a.noise, overwrite=a.overwrite, page_size=a.page_size,
+                    pages_per_document=a.pages_per_document, progress=cb)
     finally:
         bar.close()
-    print(f"{a.output}: {a.n} synthetic pages (seed {a.seed}, profile {a.profile})")
+    docs = -(-a.n // a.pages_per_document)
+    print(f"{a.output}: {a.n} synthetic pages in {docs} document(s) (seed {a.seed}, profile {a.profile})")
     return 0
 
 

@@ -66,7 +66,7 @@ def cmd_score(a: argparse.Namespace) -> int:
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import write_scores
     from quantgate.judge.describe import summarize
-    from quantgate.score import load_predictions, parse_metric_list, score_pages
+    from quantgate.score import load_predictions, not_scored, parse_metric_list, score_pages
 
     ps = load_pageset(a.pages)
     metrics = parse_metric_list(a.metrics)
@@ -78,17 +78,24 @@ def cmd_score(a: argparse.Namespace) -> int:
     summ = summarize(rows, [m.spec for m in metrics])
     n_empty = sum(r.empty for r in rows)
     n_missing = sum(r.error == "missing" for r in rows)
+    failed, truncated = not_scored(rows), [r.page_id for r in rows if r.truncated]
     if a.json:
-        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing,
-                    "metrics": [x.model_dump() for x in summ]})
+        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "not_scored": failed,
+                    "truncated": truncated, "metrics": [x.model_dump() for x in summ]})
         return 0
+    if failed:
+        print(f"warning: {len(failed)} page(s) not scored, their request failed (not the model's output; a study "
+              f"re-sends them on resume): {', '.join(failed[:20])}" + (" …" if len(failed) > 20 else ""), file=sys.stderr)
+    if truncated:
+        print(f"note: {len(truncated)} output(s) cut at max_tokens, scored as given (flagged truncated): "
+              f"{', '.join(truncated[:20])}" + (" …" if len(truncated) > 20 else ""), file=sys.stderr)
     print(f"{'metric':<12}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI")
     for x in summ:
         if x.mean is None or x.ci95 is None:
             print(f"{x.metric:<12}{'':>7}{0:>7}{'n/a':>10}")
             continue
         print(f"{x.metric:<12}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]")
-    print(f"{len(rows)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
+    print(f"{len(rows) - len(failed)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
     return 0
 
 

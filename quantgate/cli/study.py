@@ -20,15 +20,16 @@ def demo_min_pages() -> tuple[int, int]:
     minimum. The split is a seeded hash, so the count for the demo's seed and fraction is known before
     any page is drawn."""
     from quantgate.io.pageset import split_of
+    from quantgate.pages.synth import synth_document
     from quantgate.schema.verdict import MIN_PAGES
     from quantgate.study.demo import demo_study
 
     need = MIN_PAGES
     synth = demo_study(need, ["bf16"])["pages"]["synth"]
-    seed, fraction = synth["seed"], synth["calibration_fraction"]
+    seed, fraction, per_doc = synth["seed"], synth["calibration_fraction"], synth.get("pages_per_document", 1)
     held = least = 0
-    while held < need:  # ends: a study's calibration_fraction is below 1. Ids as synth_pages names them.
-        held += split_of(f"synth-{seed}-{least:05d}", seed, fraction) == "heldout"
+    while held < need:  # ends: a study's calibration_fraction is below 1. Split by document, as synth_pages does.
+        held += split_of(synth_document(seed, least, per_doc), seed, fraction) == "heldout"
         least += 1
     return least, need
 

@@ -16,10 +16,12 @@ PAGES_FILE = "pages.jsonl"
 MANIFEST_FILE = "pageset.json"
 
 
-def split_of(page_id: str, seed: int, calibration_fraction: float) -> str:
-    """Deterministic split from a hash of (seed, id): stable across runs, machines and
-    Python versions (sha256, not ``hash()``), and independent of the order pages arrive in."""
-    digest = hashlib.sha256(f"{seed}:{page_id}".encode()).digest()
+def split_of(document: str, seed: int, calibration_fraction: float) -> str:
+    """Deterministic split from a hash of (seed, document): stable across runs, machines and Python versions
+    (sha256, not ``hash()``), and independent of the order pages arrive in. Made per document, not per page, so
+    quantization is never calibrated on a document it is then judged on; a page that is its own document hashes
+    its id, as splits made before documents did."""
+    digest = hashlib.sha256(f"{seed}:{document}".encode()).digest()
     u = int.from_bytes(digest[:8], "big") / 2**64
     return "calibration" if u < calibration_fraction else "heldout"
 

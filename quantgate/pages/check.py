@@ -42,6 +42,7 @@ def check_pageset(ps: PageSet, near_bits: int = NEAR_DUPLICATE_BITS) -> list[str
                     problems.append(f"page {p.id}: truth {p.truth} changed since import (sha256 differs)")
     cal = [p for p in ps.pages if p.split == "calibration"]
     held = [p for p in ps.pages if p.split == "heldout"]
+    problems += straddling_documents(ps.pages)
     by_sha: dict[str, PageRecord] = {p.sha256: p for p in cal}
     for h in held:
         if h.sha256 in by_sha:
@@ -59,6 +60,16 @@ def check_pageset(ps: PageSet, near_bits: int = NEAR_DUPLICATE_BITS) -> list[str
     return problems
 
 
+def straddling_documents(pages: list[PageRecord]) -> list[str]:
+    """A problem per document with pages in both splits: its calibration pages teach quantization the very
+    document its held-out pages then judge (splits made per document never do this; edited ones may)."""
+    splits: dict[str, dict[str, list[str]]] = {}
+    for p in pages:
+        splits.setdefault(p.document, {}).setdefault(p.split, []).append(p.id)
+    return [f"leakage: document {doc!r} has pages in both splits (calibration {s['calibration'][:3]}, heldout "
+            f"{s['heldout'][:3]}); a document's pages must share one split" for doc, s in splits.items() if len(s) > 1]
+
+
 def pageset_stats(ps: PageSet) -> PageSetStats:
     import statistics
 
@@ -67,6 +78,7 @@ def pageset_stats(ps: PageSet) -> PageSetStats:
     truth_len = [len(ps.truth_text(p) or "") for p in ps.pages if p.truth]
     return PageSetStats.model_validate({
         "pages": len(ps.pages),
+    "documents": len({p.document for p in ps.pages}),
         "splits": dict(splits),
         "tags": dict(tags),
         "with_truth": sum(1 for p in ps.pages if p.truth),

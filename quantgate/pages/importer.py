@@ -6,6 +6,7 @@ failed import leaves nothing half-written."""
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import tempfile
 import warnings
@@ -40,6 +41,8 @@ class ImportOptions:
     max_pixels: int = MAX_PIXELS
     max_pdf_pages: int = MAX_PDF_PAGES
     tags: list[str] = field(default_factory=list)
+    # searched in each image's file name; its first group (else the whole match) names the page's document
+    document_pattern: str | None = None
     # Copy (with a warning) a truth file or folder image that is a link to a file outside its folder,
     # instead of refusing it: a planted link would otherwise copy any readable file into the set.
     follow_outside_links: bool = False
@@ -91,21 +94,62 @@ def _inside(f: Path, folder: Path, opts: ImportOptions, warn: list[str], flag: s
     return f
 
 
-def _iter_sources(sources: list[Path], opts: ImportOptions, warn: list[str]) -> list[Path]:
-    files: list[Path] = []
+def _iter_sources(sources: list[Path], opts: ImportOptions, warn: list[str]) -> list[tuple[Path, Path | None]]:
+    """(file, the source folder it was found in — None for a file given itself), in import order."""
+    files: list[tuple[Path, Path | None]] = []
     for src in sources:
         if src.is_dir():
-            files.extend(_inside(p, src, opts, warn) for p in sorted(src.rglob("*"))
+            files.extend((_inside(p, src, opts, warn), src) for p in sorted(src.rglob("*"))
                          if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES | {".pdf"})
         elif src.is_file():
             if src.suffix.lower() not in IMAGE_SUFFIXES | {".pdf"}:
                 raise InputError(f"{src}: not a supported page file (PDF, PNG, JPEG, TIFF, WebP)")
-            files.append(src)
+            files.append((src, None))
         else:
             raise InputError(f"{src}: no such file or folder")
     if not files:
         raise InputError(f"no PDFs or images found in {', '.join(map(str, sources))}")
     return files
+
+
+GROUPING_HINT = ("put each document's images in a sub-folder of its own, or pass --document-pattern REGEX "
+                 "(searched in each file name; its first group names the document), e.g. "
+                 "--document-pattern '^(.+)_p[0-9]+' for report_p1.png, report_p2.png")
+
+
+def _documents(files: list[tuple[Path, Path | None]], pattern: str | None, warn: list[str]) -> list[str]:
+    """Each file's document: a PDF's stem (its pages' ids are ``<stem>_pg<N>``); for an image, the first group
+    of ``pattern`` in its file name, else its sub-folder below the source folder, else the image alone."""
+    rx = None
+    if pattern is not None:
+        try:
+            rx = re.compile(pattern)
+        except re.error as e:
+            raise InputError(f"--document-pattern '{pattern}': not a regular expression ({e})") from None
+    docs, unmatched, alone = [], [], 0
+    for f, folder in files:
+        if f.suffix.lower() == ".pdf":
+            docs.append(f.stem)
+        elif rx is not None:
+            m = rx.search(f.name)
+            doc = (m.group(1) if rx.groups else m.group(0)) if m else None
+            if not doc:
+                unmatched.append(f)
+            docs.append(doc or "")
+        elif folder is not None and f.parent != folder:
+            docs.append(f.parent.relative_to(folder).as_posix())
+        else:
+            docs.append(f.stem)
+            alone += 1
+    if unmatched:
+        n_images = sum(1 for f, _ in files if f.suffix.lower() != ".pdf")
+        raise InputError(f"--document-pattern '{pattern}' names no document for {len(unmatched)} of {n_images} image "
+                         f"file name(s), e.g. {unmatched[0].name!r} (searched in the file name; its first group, "
+                         "non-empty, names the document); fix the pattern, or leave it out to group by sub-folder")
+    if alone > 1:
+        warn.append(f"{alone} images are each their own document (a flat folder, or files given one by one), so the "
+                    f"verdict treats them as independent; if pages belong together, {GROUPING_HINT}")
+    return docs
 
 
 def _render_pdf(path: Path, opts: ImportOptions):
@@ -173,6 +217,7 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     warn: list[str] = []
     files = _iter_sources([Path(s) for s in sources], opts, warn)
+    documents = _documents(files, opts.document_pattern, warn)  # before anything is written: a bad pattern fails here
     checks = _load_checks(opts.checks_file) if opts.checks_file else {}
     truth_files = _truth_files(opts, warn)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -180,15 +225,15 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
     try:
         (tmp / "images").mkdir()
         writer = _PageWriter(tmp, opts, truth_files, checks, progress)
-        for f in files:
+        for (f, _), doc in zip(files, documents, strict=True):
             if f.suffix.lower() == ".pdf":
                 for n, img in _render_pdf(f, opts):
-                    writer.add(f"{f.stem}_pg{n}", img, f, n)
+                    writer.add(f"{f.stem}_pg{n}", img, f, n, doc)
             else:
                 data = f.read_bytes()
                 if not data:
                     raise InputError(f"{f}: image file is empty (0 bytes)")
-                writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None)
+                writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None, doc)
         records = writer.records
         warn += _unmatched(records, truth_files, checks, opts)
         _write_set(tmp, records, opts, warn)
@@ -226,7 +271,7 @@ class _PageWriter:
         self.records: list[PageRecord] = []
         self._origin: dict[str, str] = {}
 
-    def add(self, pid: str, img, src: Path, page_no: int | None) -> None:
+    def add(self, pid: str, img, src: Path, page_no: int | None, document: str) -> None:
         import imagehash
 
         if pid in self._origin:
@@ -241,11 +286,11 @@ class _PageWriter:
         (self.root / rel).write_bytes(data)
         truth_rel, truth_sha = self._truth(pid)
         self.records.append(PageRecord(
-            id=pid, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
+            id=pid, document=document, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
             width=img.width, height=img.height,
             source=PageSource(file=str(src), page=page_no),
             truth=truth_rel, truth_sha256=truth_sha, checks=self.checks.get(pid, []),
-            split=split_of(pid, self.opts.seed, self.opts.calibration_fraction), tags=list(self.opts.tags),
+            split=split_of(document, self.opts.seed, self.opts.calibration_fraction), tags=list(self.opts.tags),
         ))
         if self.progress:
             self.progress(pid)

@@ -251,13 +251,29 @@ def fit_on_page(img, size: tuple[int, int]):
     return page
 
 
+def synth_page_id(seed: int, i: int) -> str:
+    return f"synth-{seed}-{i:05d}"
+
+
+def synth_document(seed: int, i: int, pages_per_document: int = 1) -> str:
+    """Page ``i``'s document (what its split is drawn from): the page itself when documents are single pages."""
+    if pages_per_document == 1:
+        return synth_page_id(seed, i)
+    return f"synth-{seed}-doc{i // pages_per_document:05d}"
+
+
 def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 0.2, profile: str = "doc",
                 width: int | None = None, noise: float = 0.03, overwrite: bool = False,
-                page_size: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None) -> int:
+                page_size: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None,
+                pages_per_document: int = 1) -> int:
+    """``pages_per_document`` > 1: pages i·K … i·K+K−1 form document i (one font, width and size, split together);
+    1 keeps each page its own document, with the pages and splits sets made before documents had."""
     import imagehash
 
     if n < 1:
         raise InputError(f"--n must be at least 1, got {n}")
+    if pages_per_document < 1:
+        raise InputError(f"--pages-per-document must be at least 1, got {pages_per_document}")
     if profile not in ("doc", "simple", "reader"):
         raise InputError(f"unknown profile {profile!r}: use doc, simple or reader")
     if page_size and (profile == "reader" or min(page_size) < 64):
@@ -274,17 +290,19 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
         (tmp / "truth").mkdir()
         lines = []
         for i in range(n):
-            pid = f"synth-{seed}-{i:05d}"
+            pid, doc = synth_page_id(seed, i), synth_document(seed, i, pages_per_document)
             rng = random.Random(f"{seed}:{i}")
+            # a document's pages share their look, as a real document's do; one page alone draws it itself
+            style = rng if pages_per_document == 1 else random.Random(f"{seed}:document:{i // pages_per_document}")
             if profile == "reader":
                 img, md, blocks = reader_sample(seed, i, words, noise)
                 font = "DejaVuSansMono.ttf"
             else:
                 blocks = make_document(rng, words, profile)
                 md = to_markdown(blocks)
-                font = rng.choice(used)
-                w = width or (rng.choice([320, 384]) if profile == "simple" else rng.choice([640, 768, 896]))
-                base = rng.choice([16, 18]) if profile == "simple" else rng.choice([14, 16, 18, 20])
+                font = style.choice(used)
+                w = width or (style.choice([320, 384]) if profile == "simple" else style.choice([640, 768, 896]))
+                base = style.choice([16, 18]) if profile == "simple" else style.choice([14, 16, 18, 20])
                 if page_size:
                     w, base = page_size[0], round(base * page_size[0] / 768)
                 img = render(blocks, rng, w, font, base, noise)
@@ -296,10 +314,10 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
             (tmp / f"images/{pid}.png").write_bytes(data)
             (tmp / f"truth/{pid}.md").write_text(md, encoding="utf-8")
             tags = [f"font:{font or 'pillow'}"] + sorted({f"has:{k}" for k, _ in blocks})
-            rec = PageRecord(id=pid, image=f"images/{pid}.png", sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
+            rec = PageRecord(id=pid, document=doc, image=f"images/{pid}.png", sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
                              width=img.width, height=img.height, source=PageSource(file=f"synth:{profile}:{seed}:{i}"),
                              truth=f"truth/{pid}.md", truth_sha256=sha256_bytes(md.encode()),
-                             split=split_of(pid, seed, calibration_fraction), tags=tags)
+                             split=split_of(doc, seed, calibration_fraction), tags=tags)
             lines.append(rec.model_dump_json() + "\n")
             if progress:
                 progress(pid)
@@ -308,7 +326,8 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
             created_by=f"quantgate pages synth --profile {profile}", seed=seed,
             calibration_fraction=calibration_fraction, n_pages=n, pages_sha256=sha256_file(tmp / PAGES_FILE),
             synth=SynthSpec(n=n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
-                            width=width, page_size=list(page_size) if page_size else None),
+                            width=width, page_size=list(page_size) if page_size else None,
+                            pages_per_document=pages_per_document),
             notes=[f"fonts: {', '.join(f or 'pillow-default' for f in used)}",
                    *fonts.dejavu_notes([f for f in used if f], FONT_DIRS)]).model_dump())
         if out.exists():

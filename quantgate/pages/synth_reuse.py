@@ -20,18 +20,19 @@ _SYNTH_PREFIX = "quantgate pages synth"
 
 def ensure_synth_pages(out: Path, *, n: int, seed: int = 0, calibration_fraction: float = 0.2, profile: str = "doc",
                        noise: float = 0.03, width: int | None = None, page_size: tuple[int, int] | None = None,
-                       log: Callable[[str], None] = print) -> bool:
+                       pages_per_document: int = 1, log: Callable[[str], None] = print) -> bool:
     """Make ``out`` the page set these arguments synthesize; True when it was (re)built."""
     out = Path(out)
     want = SynthSpec(n=n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
-                     width=width, page_size=list(page_size) if page_size else None)
+                     width=width, page_size=list(page_size) if page_size else None,
+                     pages_per_document=pages_per_document)
     if not (out / PAGES_FILE).exists():
         if out.is_dir() and any(out.iterdir()):
             raise InputError(f"{out}: holds files but no {PAGES_FILE}, so not a page set quantgate synthesized; "
                              "the study's pages.synth would replace it. Move it away")
         log(f"synthesizing {n} pages ({profile}) → {out}")
         synth_pages(out, n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
-                    width=width, page_size=page_size)
+                    width=width, page_size=page_size, pages_per_document=pages_per_document)
         return True
     man = load_pageset(out).manifest
     if man is None or not man.created_by.startswith(_SYNTH_PREFIX):
@@ -47,5 +48,5 @@ def ensure_synth_pages(out: Path, *, n: int, seed: int = 0, calibration_fraction
         why = "the study's pages.synth changed: " + ", ".join(f"{k} {old[k]} → {new[k]}" for k in new if old[k] != new[k])
     log(f"{out}: {why}; rebuilding it ({n} pages, synthesized pages are derived and cheap to remake)")
     synth_pages(out, n, seed=seed, calibration_fraction=calibration_fraction, profile=profile, noise=noise,
-                width=width, page_size=page_size, overwrite=True)
+                width=width, page_size=page_size, pages_per_document=pages_per_document, overwrite=True)
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from quantgate.schema.base import Record
 
@@ -18,10 +18,14 @@ class PageSource(Record):
 
 
 class PageRecord(Record):
-    """One line of ``pages.jsonl``. Paths are relative to the page-set folder."""
+    """One line of ``pages.jsonl``. Paths are relative to the page-set folder. Schema 2 adds ``document``;
+    a schema-1 line reads as a page that is its own document (what its split was made from)."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = 2
     id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
+    # the document (PDF, or group of images) the page belongs to: the unit of the split and of the verdict's
+    # resampling, since pages of one document are not independent
+    document: str = Field(min_length=1, max_length=1000, pattern=r"^[^\x00]+$")
     image: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     phash: str | None = None  # perceptual hash (hex), for near-duplicate leakage checks
@@ -33,6 +37,13 @@ class PageRecord(Record):
     checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
     split: Split
     tags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _schema_1(cls, obj: Any) -> Any:
+        if isinstance(obj, dict) and obj.get("schema_version") == 1 and "document" not in obj:
+            return {**obj, "schema_version": 2, "document": obj.get("id")}
+        return obj
 
 
 class SynthSpec(Record):
@@ -46,6 +57,7 @@ class SynthSpec(Record):
     noise: float
     width: int | None = None
     page_size: list[int] | None = None  # [width, height]
+    pages_per_document: int = Field(1, ge=1)  # absent in sets made before documents: one page each
 
 
 class PageSetManifest(Record):
@@ -69,6 +81,7 @@ class PageSetStats(Record):
     """What ``quantgate pages stats`` prints about a page set."""
 
     pages: int
+    documents: int
     splits: dict[str, int]
     tags: dict[str, int]
     with_truth: int

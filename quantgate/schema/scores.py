@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantgate.schema.base import FieldError, Record
 
-RESERVED = ("page_id", "empty", "error", "output_sha256")
+RESERVED = ("page_id", "empty", "error", "output_sha256", "document", "truncated")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -28,6 +28,10 @@ class ScoreRow(BaseModel):
     error: Literal["missing", "request failed"] | None = None
     # sha256 of the output text (None: no output), what `compare --exact` compares; absent in older files
     output_sha256: str | None = None
+    document: str | None = None  # the document (PDF) the page belongs to; None: the page is its own document
+    # the output was cut at max_tokens (finish_reason "length", often a repetition loop): the model's own failure,
+    # scored as given and flagged; absent (false) in files scored before quantgate recorded it
+    truncated: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -38,9 +42,14 @@ class ScoreRow(BaseModel):
         pid = obj.get("page_id")
         if not isinstance(pid, str) or not pid:
             raise FieldError((), "missing or non-string 'page_id'")
+        doc = obj.get("document")
+        if doc is not None and not (isinstance(doc, str) and doc):
+            raise FieldError((), f"document = {doc!r} is not a non-empty string (the document the page belongs to)")
         h = obj.get("output_sha256")
         if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
             raise FieldError((), f"output_sha256 = {h!r} is not a sha256 hex digest")
+        if not isinstance(obj.get("truncated", False), bool):
+            raise FieldError((), f"truncated = {obj['truncated']!r} is not true or false")
         for k, v in obj.items():
             if k in RESERVED or v is None:
                 continue
@@ -64,12 +73,16 @@ class ScoreRow(BaseModel):
         return "output_sha256" in self.model_fields_set
 
     def line(self) -> dict[str, Any]:
-        """The row as its line holds it: ``error`` only when set, the metrics last."""
+        """The row as its line holds it: ``document``, ``truncated`` and ``error`` only when set, the metrics last."""
         head: dict[str, Any] = {"page_id": self.page_id, "empty": self.empty}
         if self.has_output_hash:
             head["output_sha256"] = self.output_sha256
         if self.error is not None:
             head["error"] = self.error
+        if self.document is not None:
+            head["document"] = self.document
+        if self.truncated:
+            head["truncated"] = True
         return head | self.metrics
 
 

@@ -47,6 +47,7 @@ class SynthPages(_S):
     profile: Literal["doc", "simple", "reader"] = "doc"
     calibration_fraction: Annotated[float, _Num, Field(ge=0, lt=1)] = 0.2
     noise: Annotated[float, _Num, Field(ge=0, le=1)] = 0.03
+    pages_per_document: PositiveInt = 1  # `pages synth --pages-per-document`
 
 
 class PagesSpec(_S):

@@ -2,7 +2,7 @@
 
 from quantgate.io.scores import read_scores, write_scores
 from quantgate.score.metrics import REGISTRY, get_metric, parse_metric_list
-from quantgate.score.scores import load_predictions, score_pages
+from quantgate.score.scores import Output, load_predictions, not_scored, score_pages
 
-__all__ = ["REGISTRY", "get_metric", "load_predictions", "parse_metric_list", "read_scores", "score_pages",
-           "write_scores"]
+__all__ = ["REGISTRY", "Output", "get_metric", "load_predictions", "not_scored", "parse_metric_list", "read_scores",
+           "score_pages", "write_scores"]

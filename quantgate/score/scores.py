@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -17,17 +18,44 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.score.metrics import Metric, score_one
 
 
-def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurrency: int | None = None) -> dict[str, str | None]:
-    """page id → predicted text (None for a failed request). ``path`` is a run folder (its
-    ``requests.jsonl``; ``concurrency`` picks one level, default the lowest) or a folder of
-    ``<page_id>.md``/``.txt`` files from any parser."""
+@dataclass(frozen=True)
+class Output:
+    """What a run gave for one page: the model's text (``truncated``: cut at max_tokens, the model's own failure)
+    or, for a request that failed (``failed``: its error), no text — a failure of the server's side or of the
+    page's image, which says nothing about the model."""
+
+    text: str | None
+    truncated: bool = False
+    failed: str | None = None
+
+    @classmethod
+    def of(cls, r: RequestRecord) -> Output:
+        if r.error is not None:
+            return cls(None, failed=f"{r.error_kind or 'unclassified'}: {r.error}")
+        # no error but no text: the model answered with nothing, its own empty output
+        return cls(r.output or "", truncated=r.truncated)
+
+
+Prediction = str | Output | None  # a plain text (a parser's file); None: a request that failed, unclassified
+
+
+def _output(pred: Prediction) -> Output:
+    if isinstance(pred, Output):
+        return pred
+    return Output(None, failed="request failed") if pred is None else Output(pred)
+
+
+def load_predictions(path: Path, ps: PageSet, split: str | None = None,
+                     concurrency: int | None = None) -> dict[str, Prediction]:
+    """page id → its :class:`Output` (a run folder: its ``requests.jsonl``; ``concurrency`` picks one level,
+    default the lowest) or its text (a folder of ``<page_id>.md``/``.txt`` files from any parser)."""
     path = Path(path)
     wanted = {p.id for p in ps.split(split)}
     if (path / "requests.jsonl").is_file():
-        by_level: dict[int, dict[str, str | None]] = {}
+        by_level: dict[int, dict[str, Prediction]] = {}
         for no, obj in read_jsonl(path / "requests.jsonl", repair_torn_tail=False):
             r = parse_record(RequestRecord, obj, where=f"{path / 'requests.jsonl'}:{no}")
-            by_level.setdefault(r.concurrency, {})[r.page_id] = r.output if r.error is None else None
+            by_level.setdefault(r.concurrency, {})[r.page_id] = Output.of(r)
         if not by_level:
             raise InputError(f"{path / 'requests.jsonl'}: no requests recorded yet")
         level = concurrency if concurrency is not None else min(by_level)
@@ -35,7 +63,7 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
             raise InputError(f"{path}: no requests at concurrency {level}; recorded levels: {sorted(by_level)}")
         preds = {k: v for k, v in by_level[level].items() if k in wanted}
     elif path.is_dir():
-        preds = {}
+        preds: dict[str, Prediction] = {}
         for f in sorted(path.iterdir()):
             if f.suffix in (".md", ".txt") and f.stem in wanted:
                 try:
@@ -50,22 +78,36 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None, concurre
     return preds
 
 
-def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric], split: str | None = None,
+def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metric], split: str | None = None,
                 progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[ScoreRow]:
-    """One row per page of the split (``only``: of these pages of it). A page with no prediction is
-    scored as empty (worst value) and flagged ``missing``; nothing is dropped."""
+    """One row per page of the split (``only``: of these pages of it), with its ``document``. A page with no
+    prediction is scored as empty (worst value) and flagged ``missing``: a parser that wrote nothing failed. A
+    page whose request failed is not scored at all — its row has ``error: "request failed"`` and no metric
+    values, so no verdict pairs it (:func:`not_scored` lists them) — since an HTTP error or a dead server is not
+    the model's output. An output cut at max_tokens is scored as given and flagged ``truncated``."""
     rows = []
     for p in ps.split(split):
         if only is not None and p.id not in only:
             continue
-        pred = preds.get(p.id)
         truth = ps.truth_text(p)
-        error: Literal["missing", "request failed"] | None = (
-            "missing" if p.id not in preds else "request failed" if pred is None else None)
-        rows.append(ScoreRow(page_id=p.id, empty=pred is None or not pred.strip(), error=error,
-                             # what compare --exact compares: the text itself, not its score
-                             output_sha256=None if pred is None else hashlib.sha256(pred.encode("utf-8")).hexdigest(),
-                             **{m.name: score_one(m, pred, truth, p.checks) for m in metrics}))
+        if p.id not in preds:
+            row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
+                           **{m.name: score_one(m, None, truth, p.checks) for m in metrics})
+        else:
+            out = _output(preds[p.id])
+            error: Literal["request failed"] | None = None if out.failed is None else "request failed"
+            text = out.text
+            row = ScoreRow(page_id=p.id, document=p.document, empty=error is None and not (text or "").strip(),
+                           error=error, truncated=out.truncated,
+                           # what compare --exact compares: the text itself, not its score
+                           output_sha256=None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                           **{m.name: None if error else score_one(m, text, truth, p.checks) for m in metrics})
+        rows.append(row)
         if progress:
             progress(p.id)
     return rows
+
+
+def not_scored(rows: list[ScoreRow]) -> list[str]:
+    """The pages left out of every verdict because their request failed (not the model's output)."""
+    return [r.page_id for r in rows if r.error == "request failed"]

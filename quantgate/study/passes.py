@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from quantgate.io.pageset import PageSet
 from quantgate.judge.replay import Plan, replay, stop_record
@@ -13,6 +14,9 @@ from quantgate.schema.run import RequestRecord, SequentialStop
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import Study
+
+if TYPE_CHECKING:
+    from quantgate.score import Output
 
 Rows = dict[str, ScoreRow]
 
@@ -30,16 +34,16 @@ class SequentialPass:
         self.metrics = parse_metric_list(st.metrics)
         self.record: SequentialStop | None = None
         self.decision: SequentialDecision | None = None
-        self._rows: dict[tuple[str, str | None], ScoreRow] = {}
+        self._rows: dict[tuple[str, Output], ScoreRow] = {}
         # failures recorded before this run: not counted until re-sent once (a transient timeout must not decide a
-        # look, as the fixed design re-sends failures on resume); a failure of this run counts (no endless retry)
+        # look, as the fixed design re-sends failures on resume); a failure of this run is not re-sent in a loop: its page
+        # is left out of the looks, unscored (not the model's output)
         self._stale = {(r.page_id, r.end) for r in _latest(self.run_dir, level) if r.error is not None}
 
     def _cand(self) -> Rows:
-        from quantgate.score import score_pages
+        from quantgate.score import Output, score_pages
 
-        preds = {r.page_id: (r.output if r.error is None else None)
-                 for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
+        preds = {r.page_id: Output.of(r) for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
         new = {p: t for p, t in preds.items() if (p, t) not in self._rows}
         if new:
             for row in score_pages(self.ps, new, self.metrics, self.st.split, only=set(new)):
