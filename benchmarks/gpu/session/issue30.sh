@@ -49,7 +49,11 @@ if dry; then
 else
   step hbm 120 10 -- $PY -c "import json, sys; sys.path.insert(0, 'benchmarks/gpu'); from speed_sweep import \
 copy_bandwidth_gbs as c; json.dump({'hbm_copy_gbs': round(c(), 1)}, open('$O/hbm.json', 'w')); print(open('$O/hbm.json').read())"
-  step build-4b 300 60 -- $PY benchmarks/gpu/build_qwen3_5_4b.py "$W/q4b-bf16"
+  if [ -f "$W/q4b-bf16/config.json" ]; then
+    step build-4b 1 0 --skip "built by an earlier launch on this machine" -- true
+  else
+    step build-4b 300 60 -- $PY benchmarks/gpu/build_qwen3_5_4b.py "$W/q4b-bf16"
+  fi
 fi
 
 # 3. the study, its YAML with this machine's paths (dry run: CPU-sized)
