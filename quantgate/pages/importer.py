@@ -17,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quantgate.errors import InputError, UnsafeInputError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
-from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.io.pageset import MANIFEST_FILE, OMNIDOC_SUFFIX, PAGES_FILE, split_of
 from quantgate.schema.base import parse_record
+from quantgate.schema.omnidoc import TruthPage
 from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
@@ -190,7 +191,7 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
                     raise InputError(f"{f}: image file is empty (0 bytes)")
                 writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None)
         records = writer.records
-        warn += _unmatched(records, truth_files, checks, opts)
+        warn += writer.notes + _unmatched(records, truth_files, checks, opts)
         _write_set(tmp, records, opts, warn)
         _replace(tmp, out, overwrite)
     except BaseException:
@@ -224,6 +225,7 @@ class _PageWriter:
                  progress: Callable[[str], None] | None):
         self.root, self.opts, self.truth_files, self.checks, self.progress = root, opts, truth_files, checks, progress
         self.records: list[PageRecord] = []
+        self.notes: list[str] = []
         self._origin: dict[str, str] = {}
 
     def add(self, pid: str, img, src: Path, page_no: int | None) -> None:
@@ -263,7 +265,24 @@ class _PageWriter:
         (self.root / "truth").mkdir(exist_ok=True)
         rel = f"truth/{pid}{tf.suffix}"
         (self.root / rel).write_bytes(raw)
+        self._omnidoc_record(tf, pid)
         return rel, sha256_bytes(raw)
+
+    def _omnidoc_record(self, tf: Path, pid: str) -> None:
+        """The page's OmniDocBench truth record beside its truth file (``cli pages import --truth X.json`` stages
+        them so), copied with it; the blocks it had to skip are listed in the set's notes."""
+        record = tf.with_name(f"{pid}{OMNIDOC_SUFFIX}")
+        if not record.is_file():
+            return
+        _inside(record, tf.parent, self.opts, self.notes)
+        raw = record.read_bytes()
+        try:
+            page = TruthPage.model_validate_json(raw)
+        except ValueError as e:
+            raise InputError(f"{record}: not an OmniDocBench truth record ({e}); re-stage it from the JSON") from None
+        (self.root / "truth" / record.name).write_bytes(raw)
+        self.notes += [f"{page.source}: page {pid!r}: {s.category} block (anno_id {s.anno_id}) skipped: {s.reason}"
+                       for s in page.skipped]
 
 
 def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: dict[str, list[dict]],

@@ -60,12 +60,13 @@ def score_pages(ps: PageSet, preds: dict[str, str | None], metrics: list[Metric]
             continue
         pred = preds.get(p.id)
         truth = ps.truth_text(p)
+        omnidoc = ps.omnidoc_truth_text(p) if any(m.needs == "omnidoc" for m in metrics) else None
         error: Literal["missing", "request failed"] | None = (
             "missing" if p.id not in preds else "request failed" if pred is None else None)
         rows.append(ScoreRow(page_id=p.id, empty=pred is None or not pred.strip(), error=error,
                              # what compare --exact compares: the text itself, not its score
                              output_sha256=None if pred is None else hashlib.sha256(pred.encode("utf-8")).hexdigest(),
-                             **{m.name: score_one(m, pred, truth, p.checks) for m in metrics}))
+                             **{m.name: score_one(m, pred, truth, p.checks, omnidoc) for m in metrics}))
         if progress:
             progress(p.id)
     return rows
