@@ -7,7 +7,6 @@ from pathlib import Path
 
 from quantgate.cli._args import (
     existing_path,
-    fraction_below_one,
     nonnegative_int,
     page_size,
     positive_float,
@@ -30,11 +29,13 @@ def register(sub) -> None:
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
     i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files, or OmniDocBench's JSON "
                    "(layout_dets; page id = image file stem) for the omnidoc_* metrics as well")
-    i.add_argument("--checks", type=existing_path, help="olmOCR-bench style JSONL of fact checks")
+    i.add_argument("--checks", type=existing_path, action="append",
+                   help="olmOCR-bench style JSONL of fact checks; repeat for several files (olmOCR-bench ships one "
+                   "per check type)")
     g = i.add_mutually_exclusive_group()
     g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")
     g.add_argument("--megapixels", type=positive_float, default=4.0, help="render PDF pages to about this size (default 4)")
-    i.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2,
+    i.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
                    help="share of pages for calibration, in [0, 1) (default 0.2)")
     i.add_argument("--seed", type=nonnegative_int, default=0, help="split seed, >= 0 (default 0)")
     i.add_argument("--tag", action="append", default=[], help="tag every imported page (repeatable)")
@@ -54,7 +55,7 @@ def register(sub) -> None:
     s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
                    help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
                    "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
-    s.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2, help="share of pages for "
+    s.add_argument("--calibration-fraction", type=unit_interval, default=0.2, help="share of pages for "
                    "calibration, in [0, 1) (default 0.2)")
     s.add_argument("--noise", type=unit_interval, default=0.03, help="pixel noise, as a fraction of full scale, in [0, 1] "
                    "(default 0.03)")

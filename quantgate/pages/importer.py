@@ -9,7 +9,7 @@ import io
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,7 @@ MAX_PDF_PAGES = 2000
 @dataclass
 class ImportOptions:
     truth_dir: Path | None = None
-    checks_file: Path | None = None
+    checks_file: Path | Sequence[Path] | None = None  # one JSONL or several (olmOCR-bench ships one per check type)
     dpi: float | None = None
     megapixels: float = DEFAULT_MEGAPIXELS
     calibration_fraction: float = 0.2
@@ -156,25 +156,32 @@ class _CheckKeys(BaseModel):
     id: str | None = None
 
 
-def _load_checks(checks_file: Path) -> dict[str, list[dict]]:
+def _checks_files(opts: ImportOptions) -> list[Path]:
+    c = opts.checks_file
+    return [] if c is None else [Path(c)] if isinstance(c, (str, Path)) else [Path(x) for x in c]
+
+
+def _load_checks(checks_files: list[Path]) -> dict[str, list[dict]]:
     by_page: dict[str, list[dict]] = {}
-    for no, obj in read_jsonl(checks_file, final_newline_optional=True):
-        keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
-        by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
+    for checks_file in checks_files:
+        for no, obj in read_jsonl(checks_file, final_newline_optional=True):
+            keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
+            by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
     return by_page
 
 
 def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwrite: bool = False,
                  progress: Callable[[str], None] | None = None) -> ImportReport:
     """Build the page set in a temporary sibling of ``out`` and rename it into place when complete."""
-    if not 0.0 <= opts.calibration_fraction < 1.0:
-        raise InputError(f"--calibration-fraction must be in [0, 1), got {opts.calibration_fraction}")
+    # 1: every page for calibration (a set made only to calibrate on), as a share just below 1 already gave
+    if not 0.0 <= opts.calibration_fraction <= 1.0:
+        raise InputError(f"--calibration-fraction must be in [0, 1], got {opts.calibration_fraction}")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     warn: list[str] = []
     files = _iter_sources([Path(s) for s in sources], opts, warn)
-    checks = _load_checks(opts.checks_file) if opts.checks_file else {}
+    checks = _load_checks(_checks_files(opts))
     truth_files = _truth_files(opts, warn)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing.", dir=out.parent))
@@ -296,10 +303,12 @@ def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: 
                     + (" …" if len(unmatched) > 20 else ""))
     orphan_checks = sorted(k for k in checks if k not in ids)
     if orphan_checks:
-        warn.append(f"checks in {opts.checks_file} name pages that were not imported: " + ", ".join(orphan_checks))
-    neither = sum(1 for r in records if not r.truth and not r.checks)
+        warn.append(f"checks in {', '.join(map(str, _checks_files(opts)))} name pages that were not imported: "
+                    + ", ".join(orphan_checks))
+    neither = [r.id for r in records if not r.truth and not r.checks]
     if neither:
-        warn.append(f"{neither} page(s) have neither truth nor checks: they can be served and timed, not scored")
+        warn.append(f"{len(neither)} page(s) have neither truth nor checks: they can be served and timed, not scored: "
+                    + ", ".join(neither[:20]) + (" …" if len(neither) > 20 else ""))
     return warn
 
 
