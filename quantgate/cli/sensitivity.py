@@ -68,6 +68,8 @@ def register(sub) -> None:
                    help="memory bandwidth for the modelled decode time (default 4800, the H200 spec sheet)")
     s.add_argument("--batch-pages", type=positive_int, default=16, help="pages per forward (default 16)")
     s.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1 ...")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="show third-party output (progress bars, warnings) instead of keeping it in OUTPUT.log")
     s.add_argument("--overwrite", action="store_true", help="discard an earlier run's records with other inputs")
     s.add_argument("--trust-remote-code", action="store_true")
     s.set_defaults(func=cmd_sensitivity)
@@ -98,7 +100,7 @@ def register(sub) -> None:
 
 
 def cmd_sensitivity(a) -> int:
-    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, parse_formats
+    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, parse_formats, thin_calibration
     from quantgate.sensitivity.report import format_table
 
     keep = None if a.keep_bf16 is None else [k for k in a.keep_bf16 if k]
@@ -106,8 +108,16 @@ def cmd_sensitivity(a) -> int:
                                  max_seq_len=a.max_seq_len, prompt=a.prompt, allow_vision=a.allow_vision,
                                  keep_bf16=keep, bandwidth_gbps=a.bandwidth, batch_pages=a.batch_pages, device=a.device,
                                  overwrite=a.overwrite, trust_remote_code=a.trust_remote_code)
-    res = analyze(a.model, a.calibration, a.output, options, log=lambda s: print(s, file=sys.stderr))
+    from quantgate.io.console import captured_output
+
+    log_path = a.output.with_suffix(".log")
+    with captured_output(log_path, a.verbose) as console:  # libraries' bars and warnings go to the log, as study's
+        console.line(f"sensitivity of {a.model} → {a.output} (details: {log_path})")
+        res = analyze(a.model, a.calibration, a.output, options, log=console.line)
+    thin = thin_calibration(len(res.page_ids), res.reference.tokens)
     print(format_table(res))
+    if thin:
+        print(f"warning: {thin}")
     print(f"{a.output}: {len(res.groups)} groups × {len(res.formats)} formats on {len(res.page_ids)} page(s), "
           f"{res.reference.tokens} scored tokens; {res.timings['total_s']:.1f} s")
     return 0

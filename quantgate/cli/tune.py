@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from quantgate.cli._args import existing_path, int_range, positive_float
@@ -66,20 +65,28 @@ def register(sub) -> None:
     t.add_argument("--target", default="hopper", choices=["hopper", "blackwell", "ampere", "none"],
                    help="GPU family whose vLLM kernels to warn about (default hopper)")
     t.add_argument("--overwrite", action="store_true", help="forget this tune's recorded trials and start again")
+    t.add_argument("-v", "--verbose", action="store_true",
+                   help="show third-party output (progress bars, warnings) instead of keeping it in OUT/tune.log")
     t.set_defaults(func=cmd_tune)
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    from quantgate.io.console import captured_output
     from quantgate.sensitivity import parse_size
     from quantgate.sensitivity.analyze import parse_formats
+    from quantgate.study.run import study_output
     from quantgate.tune import tune
     from quantgate.tune.report import trials_text
 
-    tf = tune(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
-              effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output, name=a.name,
-              formats=parse_formats(a.formats) if a.formats else None, target=a.target, overwrite=a.overwrite,
-              speed_table=a.speed_table, speed_concurrency=a.speed_concurrency,
-              log=lambda s: print(s, file=sys.stderr))
+    log_path = study_output(a.study, a.output) / "tune.log"
+    # the trials' studies and the libraries they load write into the log; the console shows quantgate's lines
+    with captured_output(log_path, a.verbose) as console:
+        console.line(f"tune {a.study} (details: {log_path})")
+        tf = tune(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
+                  effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output,
+                  name=a.name, formats=parse_formats(a.formats) if a.formats else None, target=a.target,
+                  overwrite=a.overwrite, speed_table=a.speed_table, speed_concurrency=a.speed_concurrency,
+                  log=console.line)
     print(trials_text(tf))
     print(tf.message)
     if tf.status == "found":
