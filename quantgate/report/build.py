@@ -127,5 +127,5 @@ def write_reports(report: Summary, out: Path) -> None:
 
     atomic_write_json(out / SUMMARY, report.model_dump())
     atomic_write_text(out / "report.md", render_markdown(report, section_markdown(out)))
-    atomic_write_text(out / "report.html", render_html(report, section_html(out)))
+    atomic_write_text(out / "report.html", render_html(report, section_html(out), root=out))
     atomic_write_text(out / "junit.xml", render_junit(report))
