@@ -144,7 +144,7 @@ def _same_study(echoed, declared, where: str, study_file: Path, out: Path) -> No
     from quantgate.study.spec import absolute_study
 
     base = Path(study_file).resolve().parent
-    a, b = absolute_study(echoed, base), absolute_study(declared, base)
+    a, b = (absolute_study(x, base).model_dump(mode="json") for x in (echoed, declared))
     tunes = [p.parent.name for p in (out / "tune").glob("*/tune.json")]
     extra = a["variants"][len(b["variants"]):]
     if a["variants"][:len(b["variants"])] == b["variants"] and all(

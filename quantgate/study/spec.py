@@ -89,8 +89,8 @@ def recipe_ref(recipe: str, base: Path) -> str:
     return recipe
 
 
-def absolute_study(st: Study, base: Path) -> dict:
-    """The study (JSON mode) with every path absolute, as read from ``base``: what a copy of it written elsewhere
+def absolute_study(st: Study, base: Path) -> Study:
+    """The study with every path absolute, as read from ``base``: what a copy of it written elsewhere
     (a tune's trial study) holds, and what the gate compares a folder's echo with."""
     d = st.model_dump(mode="json")
     d["model"] = str(resolve_path(base, st.model).resolve())
@@ -102,4 +102,4 @@ def absolute_study(st: Study, base: Path) -> dict:
     if cc and cc.lower() != "none":
         d["backend"]["compile_cache"] = str(resolve_path(base, cc).resolve())
     d["variants"] = [{**v, "recipe": recipe_ref(v["recipe"], base)} for v in d["variants"]]
-    return d
+    return parse_record(Study, d, where="the study with absolute paths")

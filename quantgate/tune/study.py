@@ -27,7 +27,7 @@ def trial_study(st, base: Path, out: Path, variants: list[tuple[str, str]], limi
     variants added and the trial's page limit."""
     from quantgate.study.spec import absolute_study
 
-    d = absolute_study(st, base)
+    d = absolute_study(st, base).model_dump(mode="json")
     own = {v["name"] for v in d["variants"]}
     d["variants"] += [{"name": n, "recipe": r} for n, r in variants if n not in own]
     d["output"] = str(out.resolve())
