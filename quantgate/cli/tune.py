@@ -74,19 +74,20 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from quantgate.io.console import captured_output
     from quantgate.sensitivity import parse_size
     from quantgate.sensitivity.analyze import parse_formats
-    from quantgate.study.run import study_output
-    from quantgate.tune import tune
+    from quantgate.tune.loop import Tuner
     from quantgate.tune.report import trials_text
 
-    log_path = study_output(a.study, a.output) / "tune.log"
-    # the trials' studies and the libraries they load write into the log; the console shows quantgate's lines
-    with captured_output(log_path, a.verbose) as console:
-        console.line(f"tune {a.study} (details: {log_path})")
-        tf = tune(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
+    # every input checked first (nothing written when refused); then the trials' studies and the libraries they
+    # load write into the tune's log, and the console shows quantgate's own lines
+    tuner = Tuner(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
                   effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output,
                   name=a.name, formats=parse_formats(a.formats) if a.formats else None, target=a.target,
-                  overwrite=a.overwrite, speed_table=a.speed_table, speed_concurrency=a.speed_concurrency,
-                  log=console.line)
+                  speed_table=a.speed_table, speed_concurrency=a.speed_concurrency)
+    log_path = tuner.out / "tune.log"  # beside the study folder's study.log; --overwrite clears the tune's own folder
+    with captured_output(log_path, a.verbose) as console:
+        console.line(f"tune {a.study} → {tuner.tdir} (details: {log_path})")
+        tuner.log = console.line
+        tf = tuner.run(overwrite=a.overwrite)
     print(trials_text(tf))
     print(tf.message)
     if tf.status == "found":

@@ -90,16 +90,17 @@ def recipe_ref(recipe: str, base: Path) -> str:
 
 
 def absolute_study(st: Study, base: Path) -> Study:
-    """The study with every path absolute, as read from ``base``: what a copy of it written elsewhere
-    (a tune's trial study) holds, and what the gate compares a folder's echo with."""
-    d = st.model_dump(mode="json")
-    d["model"] = str(resolve_path(base, st.model).resolve())
+    """The study with every path absolute, as read from ``base``: what a copy of it written elsewhere (a tune's
+    trial study) holds, and what the gate compares a folder's echo with. A copy, not validated again: a tune's
+    user study may hold the baseline alone."""
+    upd: dict = {"model": str(resolve_path(base, st.model).resolve()),
+                 "variants": [v.model_copy(update={"recipe": recipe_ref(v.recipe, base)}) for v in st.variants]}
     if st.pages.path:
-        d["pages"]["path"] = str(resolve_path(base, st.pages.path).resolve())
+        upd["pages"] = st.pages.model_copy(update={"path": str(resolve_path(base, st.pages.path).resolve())})
     if st.lm_eval and st.lm_eval.include_path:
-        d["lm_eval"]["include_path"] = str(resolve_path(base, st.lm_eval.include_path).resolve())
-    cc = d["backend"].get("compile_cache")
+        upd["lm_eval"] = st.lm_eval.model_copy(
+            update={"include_path": str(resolve_path(base, st.lm_eval.include_path).resolve())})
+    cc = getattr(st.backend, "compile_cache", None)
     if cc and cc.lower() != "none":
-        d["backend"]["compile_cache"] = str(resolve_path(base, cc).resolve())
-    d["variants"] = [{**v, "recipe": recipe_ref(v["recipe"], base)} for v in d["variants"]]
-    return parse_record(Study, d, where="the study with absolute paths")
+        upd["backend"] = st.backend.model_copy(update={"compile_cache": str(resolve_path(base, cc).resolve())})
+    return st.model_copy(update=upd)
