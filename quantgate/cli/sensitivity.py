@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from quantgate.cli._args import existing_path, float_range, int_range, positive_float, positive_int, print_json
@@ -110,10 +113,15 @@ def cmd_sensitivity(a) -> int:
                                  overwrite=a.overwrite, trust_remote_code=a.trust_remote_code)
     from quantgate.io.console import captured_output
 
+    # libraries' bars and warnings go to a log, as study's do: a temporary one until the run succeeds (a refused
+    # input writes nothing beside the output), then moved beside the output
+    fd, tmp_log = tempfile.mkstemp(prefix="quantgate-sensitivity.", suffix=".log")
+    os.close(fd)
     log_path = a.output.with_suffix(".log")
-    with captured_output(log_path, a.verbose) as console:  # libraries' bars and warnings go to the log, as study's
+    with captured_output(Path(tmp_log), a.verbose) as console:
         console.line(f"sensitivity of {a.model} → {a.output} (details: {log_path})")
         res = analyze(a.model, a.calibration, a.output, options, log=console.line)
+    shutil.move(tmp_log, log_path)
     thin = thin_calibration(len(res.page_ids), res.reference.tokens)
     print(format_table(res))
     if thin:
