@@ -233,6 +233,7 @@ class _PageWriter:
         self.root, self.opts, self.truth_files, self.checks, self.progress = root, opts, truth_files, checks, progress
         self.records: list[PageRecord] = []
         self.notes: list[str] = []
+        self._attribute_tags: dict[str, list[str]] = {}  # page id → tags from its OmniDocBench page attributes
         self._origin: dict[str, str] = {}
 
     def add(self, pid: str, img, src: Path, page_no: int | None) -> None:
@@ -254,7 +255,8 @@ class _PageWriter:
             width=img.width, height=img.height,
             source=PageSource(file=str(src), page=page_no),
             truth=truth_rel, truth_sha256=truth_sha, checks=self.checks.get(pid, []),
-            split=split_of(pid, self.opts.seed, self.opts.calibration_fraction), tags=list(self.opts.tags),
+            split=split_of(pid, self.opts.seed, self.opts.calibration_fraction),
+            tags=list(self.opts.tags) + self._attribute_tags.pop(pid, []),
         ))
         if self.progress:
             self.progress(pid)
@@ -290,6 +292,20 @@ class _PageWriter:
         (self.root / "truth" / record.name).write_bytes(raw)
         self.notes += [f"{page.source}: page {pid!r}: {s.category} block (anno_id {s.anno_id}) skipped: {s.reason}"
                        for s in page.skipped]
+        self._attribute_tags[pid] = attribute_tags(page.attributes)
+
+
+def attribute_tags(attributes: dict) -> list[str]:
+    """OmniDocBench's page attributes as page tags, ``key:value`` (one per value of a list), so pages can be
+    counted and judged by language, layout or source as OmniDocBench reports them."""
+    tags = []
+    for key, value in sorted(attributes.items()):
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip():
+                tags.append(f"{key}:{str(v).strip()}")
+            elif isinstance(v, bool):
+                tags.append(f"{key}:{str(v).lower()}")
+    return tags
 
 
 def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: dict[str, list[dict]],

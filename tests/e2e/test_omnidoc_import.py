@@ -53,6 +53,9 @@ def test_import_writes_markdown_and_block_truth_per_page(demo_set):
     for p in pages:
         record = json.loads((demo_set / p["truth"].replace(".md", ".omnidoc.json")).read_text(encoding="utf-8"))
         assert record["kind"] == "omnidoc_truth_page" and record["image"].startswith(p["id"])
+        # OmniDocBench's page attributes become tags (language, layout, source), as it reports per attribute
+        assert f"language:{record['attributes']['language']}" in p["tags"]
+        assert f"data_source:{record['attributes']['data_source']}" in p["tags"]
 
 
 def test_demo_predictions_score_to_upstreams_published_values(demo_set, tmp_path):
