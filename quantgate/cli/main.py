@@ -8,7 +8,7 @@ import os
 import sys
 
 from quantgate import __version__
-from quantgate.cli import attest, doctor, init, lmeval, pages, quantize, scoring, sensitivity, serve, study, tune
+from quantgate.cli import attest, doctor, init, lmeval, pages, quantize, scoring, sensitivity, serve, speed, study, tune
 from quantgate.errors import QuantgateError
 
 EPILOG = """\
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"quantgate {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for verb in (init, study, attest, pages, quantize, sensitivity, tune, serve, scoring, lmeval, doctor):
+    for verb in (init, study, attest, pages, quantize, sensitivity, tune, serve, speed, scoring, lmeval, doctor):
         verb.register(sub)  # handlers import the library lazily: `quantgate --help` starts in well under a second
     return p
 

@@ -25,9 +25,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from quantgate.schema.run import SpeedLevel
+from quantgate.schema.speed import MIN_WAVES, SpeedupInterval
+
 T = TypeVar("T")
 
-MIN_WAVES = 3
 METHOD = ("ratio of means; expanded percentile bootstrap of the log ratio (each arm resampled on its own, "
           "deviations x sqrt(n/(n-1)), tail at Student's t with Welch's df)")
 
@@ -168,3 +170,28 @@ def speedup_interval(variant: Sequence[float], baseline: Sequence[float], *, lev
     lo, hi = np.quantile(logs, [tail, 1 - tail])
     return SpeedRatio(ratio=math.exp(ev - eb), low=float(math.exp(lo)), high=float(math.exp(hi)), level=level,
                       n_variant=len(v), n_baseline=len(b), df=df, resamples=resamples, seed=seed)
+
+
+# --- a study's speed levels ---------------------------------------------------------------------------------
+
+QUANTITY = "output_tokens_per_s"  # each wave's figure the study's interval is on (ignore_eos: pages/s alike)
+
+
+def level_interval(variant: SpeedLevel, baseline: SpeedLevel | None, *, level: float = 0.90, seed: int = 0,
+                   resamples: int = 10_000) -> SpeedupInterval:
+    """A variant's speed level against the baseline's at the same concurrency: the ratio of their waves' mean
+    output tok/s with :func:`speedup_interval`, or the ratio alone with the reason there is no interval (fewer
+    than ``MIN_WAVES`` complete waves in an arm)."""
+    v = [w.output_tokens_per_s for w in variant.waves if w.output_tokens_per_s > 0]
+    b = [w.output_tokens_per_s for w in baseline.waves if w.output_tokens_per_s > 0] if baseline else []
+    base = dict(concurrency=variant.concurrency, quantity=QUANTITY, ignore_eos=variant.ignore_eos,
+                per_wave=variant.per_wave, n_variant=len(v), n_baseline=len(b), level=level)
+    if baseline is None or not b:
+        return SpeedupInterval(**base, note="no baseline waves at this level")
+    ratio = float(np.mean(v) / np.mean(b)) if v else None
+    if len(v) < MIN_WAVES or len(b) < MIN_WAVES:
+        return SpeedupInterval(**base, ratio=ratio, note=f"no interval ({min(len(v), len(b))} complete wave(s); "
+                                                          f"at least {MIN_WAVES} per arm)")
+    r = speedup_interval(v, b, level=level, resamples=resamples, seed=seed)
+    return SpeedupInterval(**base, ratio=r.ratio, low=r.low, high=r.high, df=r.df, resamples=r.resamples,
+                           seed=r.seed, method=r.method)

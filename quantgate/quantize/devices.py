@@ -140,8 +140,12 @@ def reset_peaks() -> None:
     import torch
 
     if torch.cuda.is_available():
+        torch.cuda.init()  # before CUDA's first use in the process, resetting a device's stats is refused
         for i in range(torch.cuda.device_count()):
-            torch.cuda.reset_peak_memory_stats(i)
+            try:
+                torch.cuda.reset_peak_memory_stats(i)
+            except RuntimeError:  # a device with no context yet has no peaks to reset
+                pass
 
 
 def peak_per_device() -> dict[str, float] | None:

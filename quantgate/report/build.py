@@ -15,6 +15,7 @@ from quantgate.report.speed import honest_speed
 from quantgate.schema.base import parse_record, read_record_file
 from quantgate.schema.run import RunManifest
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.study import Study
 from quantgate.schema.summary import (
     SUMMARY,
@@ -37,7 +38,8 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
                   verdicts: list[VariantVerdict], worst: dict[str, list[WorstPage]], *,
                   lm_eval: LmEvalSection | None = None, inputs: VerdictInputs,
                   sequential: dict[str, SequentialDecision] | None = None,
-                  time_budget: TimeBudget | None = None) -> Summary:
+                  time_budget: TimeBudget | None = None,
+                  speed_intervals: dict[str, dict[str, SpeedupInterval]] | None = None) -> Summary:
     """The report of a finished study: each variant's quantgate.json and run.json are read through
     their models, so a malformed or foreign manifest stops here with the file and field named.
     Variant paths are recorded relative to the study folder ``out`` (and must lie inside it), so a
@@ -57,7 +59,7 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
             "files": {k: v.sha256 for k, v in man.files.items()},
             "kernels": run.kernels, "numerics": run.numerics, "notes": run.notes, "server_version": run.server_version,
             "engine": run.engine,
-            "levels": run.levels, "max_concurrency_within_slo": run.max_concurrency_within_slo,
+            "levels": run.levels, "speed": run.speed, "max_concurrency_within_slo": run.max_concurrency_within_slo,
             "calibration_pages": len(man.calibration.page_ids),
             "sequential": (sequential or {}).get(name),
         })
@@ -69,6 +71,8 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
         v["speedup"] = {str(lv.concurrency): (lv.pages_per_s / base_levels[lv.concurrency].pages_per_s)
                         if honest and lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
                         for lv in v["levels"]}
+    for v in variants:  # issue 30: made by the study (judge.speed.level_interval) from the runs' speed levels
+        v["speedup_interval"] = (speed_intervals or {}).get(v["name"], {})
     expected = (len(study.variants) - 1) * len(study.metrics)
     lm_verdicts = list(lm_eval.verdicts) if lm_eval else []
     return parse_record(Summary, {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from quantgate.report.budget import budget_rows, sequential_rows
 from quantgate.report.engine import engine_differences, engine_table
 from quantgate.report.numerics import numerics_rows
-from quantgate.report.speed import report_notes, slo_text, speedup_text, throughput_lines
+from quantgate.report.speed import BF16_KERNELS, quantized_speed, report_notes, slo_text, speedup_text, throughput_lines
 from quantgate.schema.summary import Summary
 from quantgate.schema.verdict import MIN_PAGES
 
@@ -98,6 +98,7 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     measured = throughput_lines(r)
     if measured:
         lines += ["", *(f"- {t}" for t in measured)]
+    lines += _speed_wave_lines(r)
     lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
@@ -118,6 +119,35 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     lines += ["", f"<sub>{p.statistics}. quantgate {p.packages.get('quantgate')}, commit {(p.git_commit or '?')[:10]}, "
               f"page set {p.pageset_sha256[:12]}.</sub>", ""]
     return "\n".join(lines)
+
+
+def _speed_wave_lines(r: Summary) -> list[str]:
+    """Issue 30: the speed levels sent in repeated waves, each variant's ratio to the baseline with its interval."""
+    if not any(v.speed for v in r.variants):
+        return []
+    eos = any(lv.ignore_eos for v in r.variants for lv in v.speed)
+    out = ["", f"Speed levels in repeated waves{' (ignore_eos: every request decodes max_tokens)' if eos else ''}; "
+           f"ratio of the waves' mean output tok/s to {r.baseline}'s at the same concurrency, with its interval "
+           "(judge.speed.speedup_interval; the spread between waves of this session, not between sessions):", "",
+           "| variant | concurrency | waves × requests | out tok/s per wave | vs baseline [interval] | ignore_eos |",
+           "|---|---|---|---|---|---|"]
+    for v in r.variants:
+        for lv in v.speed:
+            iv = v.speedup_interval.get(str(lv.concurrency))
+            waves = ", ".join(f"{w.output_tokens_per_s:.1f}" for w in lv.waves) or "–"
+            more = f" (+{lv.incomplete_waves} incomplete)" if lv.incomplete_waves else ""
+            ratio = _interval_cell(iv) if quantized_speed(v) else BF16_KERNELS
+            out.append(f"| {v.name} | {lv.concurrency} | {len(lv.waves)} × {lv.per_wave}{more} | {waves} | "
+                       f"{ratio} | {'yes' if lv.ignore_eos else 'no'} |")
+    return out
+
+
+def _interval_cell(iv) -> str:
+    if iv is None or iv.ratio is None:
+        return iv.note if iv is not None and iv.note else "–"
+    if iv.low is None or iv.high is None:
+        return f"{iv.ratio:.2f}× — {iv.note}"
+    return f"{iv.ratio:.2f}× [{iv.low:.2f}, {iv.high:.2f}] ({iv.level:.0%}, {iv.n_variant} vs {iv.n_baseline} waves)"
 
 
 def _sequential_lines(r: Summary) -> list[str]:

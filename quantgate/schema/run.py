@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from quantgate.schema.base import Record
 from quantgate.schema.placement import VariantPlacement
+from quantgate.schema.speed import SpeedWaves
 
 DEFAULT_PROMPT = "Convert this page to markdown. Output only the markdown."
 DEFAULT_MAX_TOKENS = 1024
@@ -30,6 +31,7 @@ class ServeOptions(Record):
     ignore_eos: bool = False  # fixed output length: speed runs on random weights
     waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
     record_root: Path | None = None  # run.json's paths relative to this folder when they lie inside it
+    speed: SpeedWaves | None = None  # issue 30: speed levels sent in repeated waves, into speed.jsonl
 
 
 ErrorKind = Literal["infrastructure", "page"]
@@ -57,6 +59,7 @@ class RequestRecord(Record):
     truncated: bool = False  # finish_reason "length": the model's output, cut at max_tokens, kept and scored
     attempts: int = 1
     session: str | None = None  # one id per invocation, so a resumed level's speed excludes the gap
+    wave: int | None = None  # a speed level's repeat (speed.jsonl, issue 30); None: a page run
 
     @model_validator(mode="after")
     def _schema_1_truncation(self) -> RequestRecord:
@@ -75,6 +78,17 @@ class LevelStats(Record):
     per_request_tokens_per_s_p50: float | None
     ttft_s: dict[str, float | None]  # p50/p90/p99
     latency_s: dict[str, float | None]
+
+
+class SpeedLevel(Record):
+    """One speed level sent in repeated waves (issue 30): each complete wave's own figures, from which
+    ``judge.speed.speedup_interval`` takes a ratio to the baseline with its interval."""
+
+    concurrency: int
+    per_wave: int  # requests per wave, sent together by one client call
+    ignore_eos: bool  # fixed output length (max_tokens): labelled in the speed table
+    waves: list[LevelStats]  # complete waves without errors, in wave order
+    incomplete_waves: int = 0  # waves with an error or cut by an interruption (re-sent on resume)
 
 
 CompileStart = Literal["cold", "warm", "uncached", "none"]
@@ -208,6 +222,7 @@ class RunManifest(Record):
     ignore_eos: bool = False  # fixed output length: speed runs on random weights
     waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
     levels: list[LevelStats] = Field(default_factory=list)
+    speed: list[SpeedLevel] = Field(default_factory=list)  # issue 30: repeated speed levels (speed.jsonl)
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None
     sequential: SequentialStop | None = None  # a sequential accuracy pass: where it stopped

@@ -16,6 +16,41 @@ from quantgate.schema.variant import PlanRow
 STEP_PROFILE_VERSION = 1
 COST_TABLE_VERSION = 1
 Attribution = Literal["launch_order", "weight_bytes"]
+MIN_WAVES = 3  # a speed-up interval needs at least this many waves per arm (judge.speed refuses fewer)
+
+
+class SpeedWaves(Record):
+    """How a run sends its speed levels (issue 30): ``repeats`` waves per level, each ``max(c, wave_requests)``
+    requests (pages cycled) sent together by one client call, so waves never overlap and each is one figure."""
+
+    levels: list[int] = Field(min_length=1)
+    repeats: int = Field(default=MIN_WAVES, ge=MIN_WAVES)
+    wave_requests: int = Field(default=3, ge=1)  # at least this many requests per wave (c=1: 3 one after another)
+    ignore_eos: bool = False  # fixed output length, as ``serve --ignore-eos``
+
+    def per_wave(self, concurrency: int) -> int:
+        return max(concurrency, self.wave_requests)
+
+
+class SpeedupInterval(Record):
+    """summary.json: a variant's ratio to the baseline at one speed level, with its interval
+    (``judge.speed.level_interval``); ``note`` says why a bound is missing."""
+
+    concurrency: int
+    quantity: str  # the per-wave figure compared (output tok/s)
+    ignore_eos: bool
+    per_wave: int
+    n_variant: int  # complete waves per arm
+    n_baseline: int
+    level: float
+    ratio: float | None = None  # mean(variant waves) / mean(baseline waves)
+    low: float | None = None
+    high: float | None = None
+    df: int | None = None
+    resamples: int | None = None
+    seed: int | None = None
+    method: str | None = None
+    note: str | None = None
 
 
 class KernelSlot(Record):

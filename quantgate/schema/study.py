@@ -15,6 +15,7 @@ from quantgate.schema.base import FieldError, Record
 from quantgate.schema.metrics import METRICS, declared_margin, margin_problem
 from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
+from quantgate.schema.speed import MIN_WAVES, SpeedWaves
 from quantgate.schema.summary import Summary
 from quantgate.schema.verdict import MIN_PAGES, MIN_RESAMPLES, TestName
 
@@ -114,6 +115,19 @@ class SequentialSpec(_S):
         return self
 
 
+class SpeedSpec(_S):
+    """``speed:`` (issue 30): each speed level sent in ``repeats`` waves of ``max(c, wave_requests)`` requests
+    (pages cycled), apart from the accuracy pass, so the report gives every ratio to the baseline an interval
+    (``judge.speed.speedup_interval``). The study's other levels are then not served as whole page passes
+    (only the accuracy level and the baseline's noise level are)."""
+
+    repeats: Annotated[int, _Num, Field(ge=MIN_WAVES)] = MIN_WAVES
+    levels: list[ConcurrencyLevel] | None = None  # default: the study's concurrency levels
+    wave_requests: PositiveInt = 3  # at least this many requests per wave (c=1: 3 one after another)
+    ignore_eos: bool = False  # fixed output length (max_tokens), as `serve --ignore-eos`; labelled in the report
+    interval: Annotated[float, _Num, Field(gt=0, lt=1)] = 0.90  # the speed-up interval's level
+
+
 class Study(_S):
     schema_version: Annotated[Literal[1], _Num] = 1
     name: str
@@ -147,6 +161,7 @@ class Study(_S):
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
     cluster: ClusterSpec | None = None  # issue 31: quantize and servers as Ray tasks and actors (study/cluster.py)
+    speed: SpeedSpec | None = None  # issue 30: speed levels in repeated waves, with intervals
 
     @field_validator("resamples")
     @classmethod
@@ -191,9 +206,19 @@ class Study(_S):
         return self.noise_concurrency or (self.concurrency[1] if len(self.concurrency) > 1 else None)
 
     def levels_of(self, variant: str) -> list[int]:
-        """The levels a variant is served at: the study's, and for the baseline also its noise level."""
+        """The levels a variant's pages are served at: the study's, and for the baseline also its noise level;
+        with ``speed:`` only the accuracy level (and the noise level), the speed levels going in waves."""
         noise = [self.noise_level] if variant == self.baseline and self.noise_level else []
-        return sorted(set(list(self.concurrency) + noise))
+        levels = [self.compare_level] if self.speed is not None else list(self.concurrency)
+        return sorted(set(levels + noise))
+
+    def speed_waves(self) -> SpeedWaves | None:
+        """What a variant's run sends as repeated speed levels (None: no ``speed:`` block)."""
+        sp = self.speed
+        if sp is None:
+            return None
+        return SpeedWaves(levels=sorted(set(sp.levels or self.concurrency)), repeats=sp.repeats,
+                          wave_requests=sp.wave_requests, ignore_eos=sp.ignore_eos)
 
     def margins_used(self) -> dict[str, float]:
         """The margin each metric is judged against: the study's, else the registry's."""

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from quantgate.schema.base import Record, read_record_file
 from quantgate.schema.lmeval import LmEvalResult, LmEvalRun
-from quantgate.schema.run import EngineSettings, KernelCounts, LevelStats, RunNumerics, upgrade_kernels
+from quantgate.schema.run import EngineSettings, KernelCounts, LevelStats, RunNumerics, SpeedLevel, upgrade_kernels
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.timings import TimeBudget
 from quantgate.schema.verdict import TestName, Verdict
 
@@ -106,6 +107,9 @@ class VariantSummary(Record):
     max_concurrency_within_slo: int | None
     calibration_pages: int
     speedup: dict[str, float | None]  # concurrency (as text) -> pages/s over the baseline's
+    speed: list[SpeedLevel] = Field(default_factory=list)  # issue 30: the speed levels' waves (run.json)
+    # issue 30: concurrency (as text) -> the waves' ratio to the baseline's, with its interval
+    speedup_interval: dict[str, SpeedupInterval] = Field(default_factory=dict)
     sequential: SequentialDecision | None = None  # a sequential study's candidate: the decision its pass stopped at
 
 

@@ -241,21 +241,22 @@ async def _attempts(client: aiohttp.ClientSession, spec: RequestSpec, body: dict
 
 
 async def send_page(client: aiohttp.ClientSession, spec: RequestSpec, page_id: str, image_url: str | Exception,
-                    concurrency: int, session: str) -> RequestRecord:
+                    concurrency: int, session: str, wave: int | None = None) -> RequestRecord:
     """One page's request; its timer starts here, after the image was read. ``spec.timeout_s`` bounds the
     request's wall time, retries included (one ``asyncio.timeout`` deadline: aiohttp's own total timeout is
     per attempt and rounds deadlines past 5 s up to a whole second)."""
     start = time.time()
     if isinstance(image_url, Exception):
         return RequestRecord(page_id=page_id, concurrency=concurrency, start=start, end=time.time(),
-                             error=f"image unreadable: {image_url}", error_kind="page", attempts=0, session=session)
+                             error=f"image unreadable: {image_url}", error_kind="page", attempts=0, session=session,
+                             wave=wave)
     body = chat_body(spec, image_url)
     tries = [0]
     try:
         async with asyncio.timeout(spec.timeout_s):
             res = await _attempts(client, spec, body, tries)
         return RequestRecord(page_id=page_id, concurrency=concurrency, start=start, end=time.time(),
-                             attempts=tries[0], session=session, **res)
+                             attempts=tries[0], session=session, wave=wave, **res)
     except TimeoutError:
         err = f"timeout after {spec.timeout_s:g} s"
     except (BadResponse, WireError) as e:
@@ -265,7 +266,7 @@ async def send_page(client: aiohttp.ClientSession, spec: RequestSpec, page_id: s
     except Exception as e:  # noqa: BLE001 — whatever a server sends ends as this page's record, never a traceback
         err = f"unexpected {type(e).__name__} reading the response: {' '.join(str(e).split())[:300]}"
     return RequestRecord(page_id=page_id, concurrency=concurrency, start=start, end=time.time(), error=err,
-                         error_kind="infrastructure", attempts=tries[0], session=session)
+                         error_kind="infrastructure", attempts=tries[0], session=session, wave=wave)
 
 
 async def _warm_up(client: aiohttp.ClientSession, spec: RequestSpec, load: Callable[[], bytes]) -> str | None:
@@ -288,8 +289,10 @@ async def _warm_up(client: aiohttp.ClientSession, spec: RequestSpec, load: Calla
 
 async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes]]], concurrency: int,
                     requests_path, session: str, warmup: bool = True,
-                    on_done: Callable[[RequestRecord], None] | None = None) -> list[RequestRecord]:
-    """Send every page once with ``concurrency`` requests in flight; append each record as it finishes."""
+                    on_done: Callable[[RequestRecord], None] | None = None,
+                    wave: int | None = None) -> list[RequestRecord]:
+    """Send every page once with ``concurrency`` requests in flight; append each record as it finishes
+    (``wave``: a speed level's repeat, recorded in each record)."""
     records: list[RequestRecord] = []
     connector = aiohttp.TCPConnector(limit=concurrency + 1)
     # no aiohttp timeout: send_page's deadline bounds each request, retries included
@@ -308,9 +311,9 @@ async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes
                 if stalled:
                     now = time.time()
                     rec = RequestRecord(page_id=pid, concurrency=concurrency, start=now, end=now, error=stalled,
-                                        error_kind="infrastructure", attempts=0, session=session)
+                                        error_kind="infrastructure", attempts=0, session=session, wave=wave)
                 else:
-                    rec = await send_page(client, spec, pid, await read_image(load), concurrency, session)
+                    rec = await send_page(client, spec, pid, await read_image(load), concurrency, session, wave)
                 try:
                     append_jsonl(requests_path, rec.model_dump())
                 except OSError as e:  # disk full, read-only: stop rather than measure what cannot be kept

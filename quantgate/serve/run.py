@@ -10,7 +10,7 @@ import os
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,13 +20,23 @@ from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
 from quantgate.schema.base import parse_record
 from quantgate.schema.placement import same_placement
-from quantgate.schema.run import DEFAULT_PROMPT, RequestRecord, RunManifest, SequentialStop, ServeOptions, ServerLayout
+from quantgate.schema.run import (
+    DEFAULT_PROMPT,
+    RequestRecord,
+    RunManifest,
+    SequentialStop,
+    ServeOptions,
+    ServerLayout,
+    SpeedLevel,
+)
+from quantgate.schema.speed import SpeedWaves
 from quantgate.serve.backends import Backend
 from quantgate.serve.client import RequestSpec, run_level
 from quantgate.serve.server import ManagedServer, SharedServer, log_tail
 from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 
 REQUESTS = "requests.jsonl"
+SPEED = "speed.jsonl"  # issue 30: the speed levels' waves, apart from the page runs that are scored
 RUN = "run.json"
 
 
@@ -40,15 +50,16 @@ class PageBatches(Protocol):
         called again after each batch, its records appended."""
 
 
-def load_records(run_dir: Path, *, latest: bool = True) -> list[RequestRecord]:
+def load_records(run_dir: Path, *, latest: bool = True, file: str = REQUESTS) -> list[RequestRecord]:
     """Records so far. A torn last line (a crash mid-append) is cut off, never mixed in. A failed
     request is re-sent on resume and its new record appended; with ``latest`` only the last record
-    per (page, concurrency) is kept, so nothing is counted twice."""
-    path = Path(run_dir) / REQUESTS
+    per (page, concurrency) is kept, so nothing is counted twice. ``file=SPEED``: the speed waves, every
+    record (a wave is kept or re-sent whole, by ``speed_levels``)."""
+    path = Path(run_dir) / file
     if not path.is_file():
         return []
     recs = [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
-    if not latest:
+    if not latest or file == SPEED:
         return recs
     last = {(r.page_id, r.concurrency): r for r in recs}
     return [r for r in recs if last[(r.page_id, r.concurrency)] is r]
@@ -70,6 +81,42 @@ def level_pages(pages: list, concurrency: int, waves: float | None) -> list:
     if waves is None:
         return pages
     return pages[: max(3, math.ceil(waves * concurrency))]
+
+
+def _wave_groups(records: list[RequestRecord], c: int, k: int) -> list[list[RequestRecord]]:
+    """Wave ``k`` of level ``c`` as each session sent it (a re-sent wave is a new session's group)."""
+    by: dict[str | None, list[RequestRecord]] = {}
+    for r in records:
+        if r.concurrency == c and r.wave == k:
+            by.setdefault(r.session, []).append(r)
+    return sorted(by.values(), key=lambda g: min(r.start for r in g))
+
+
+def _complete(group: list[RequestRecord], per_wave: int) -> bool:
+    return len(group) == per_wave and all(r.error is None for r in group)
+
+
+def speed_levels(records: list[RequestRecord], waves: SpeedWaves) -> list[SpeedLevel]:
+    """Each speed level's complete waves (the last complete send of each), each wave's own ``level_stats``."""
+    out = []
+    for c in waves.levels:
+        per, stats, incomplete = waves.per_wave(c), [], 0
+        for k in range(waves.repeats):
+            done = [g for g in _wave_groups(records, c, k) if _complete(g, per)]
+            if done:
+                stats.append(level_stats(done[-1], c))
+            elif _wave_groups(records, c, k):
+                incomplete += 1
+        if stats or incomplete:
+            out.append(SpeedLevel(concurrency=c, per_wave=per, ignore_eos=waves.ignore_eos, waves=stats,
+                                  incomplete_waves=incomplete))
+    return out
+
+
+def speed_waves_left(records: list[RequestRecord], waves: SpeedWaves) -> list[tuple[int, int]]:
+    """(level, wave) pairs not yet sent whole without an error."""
+    return [(c, k) for c in waves.levels for k in range(waves.repeats)
+            if not any(_complete(g, waves.per_wave(c)) for g in _wave_groups(records, c, k))]
 
 
 @dataclass
@@ -107,7 +154,7 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
         raise InputError(f"{pageset_dir}: no pages in split {o.split!r}")
     out.mkdir(parents=True, exist_ok=True)
     manifest = _manifest(o, h, backend, variant, Path(pageset_dir), ps.sha256)
-    _resume(manifest, out, o.overwrite, h.layout)
+    _resume(manifest, out, o.overwrite, h.layout, o.speed)
     _set_numerics(manifest, backend, variant)
     run = _Run(variant, backend, out, o, h, manifest, {p.id: p for p in pages}, ps.image_bytes)
     with run:
@@ -123,6 +170,8 @@ def serve_variant(variant: Path, pageset_dir: Path, backend: Backend, out: Path,
             run.send(c, todo, h.on_level(c, len(todo)) if h.on_level else None)
             if h.level_done:
                 h.level_done(c)
+        if o.speed is not None:
+            run.send_speed(o.speed, pages)
     return _finish(manifest, run.records, o.concurrency, out)
 
 
@@ -151,7 +200,8 @@ def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, p
                        server_env=dict(h.layout.env) if h.layout else {})
 
 
-def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLayout | None = None) -> None:
+def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLayout | None = None,
+            speed: SpeedWaves | None = None) -> None:
     """An earlier run in ``out`` of the same variant (by content), backend, pages, prompt and server flags is
     resumed: its records are kept and what its start recorded carries over. Another run is refused, or with
     ``overwrite`` its records discarded."""
@@ -169,11 +219,16 @@ def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLay
     same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(m, k) for k in ("server_args", "server_env"))
     # issue 31: so are its parallel settings and the GPUs a study placed it on (schema.placement.same_placement)
     same = same and same_placement(old.layout, layout)
+    # issue 30: a speed level's waves measured with another wave size or output-length rule are another measurement
+    if speed is not None:
+        same = same and all((lv.per_wave, lv.ignore_eos) == (speed.per_wave(lv.concurrency), speed.ignore_eos)
+                            for lv in old.speed if lv.concurrency in speed.levels)
     if not same and not overwrite:
         raise InputError(f"{out}: holds a run of {old.variant} ({old.backend}, split {old.split}, max_tokens "
                          f"{old.max_tokens}); choose another -o, or --overwrite to discard it")
     if not same:
         (out / REQUESTS).unlink(missing_ok=True)
+        (out / SPEED).unlink(missing_ok=True)
     else:
         _keep_server_facts(m, old)
 
@@ -226,6 +281,9 @@ class _Run:
                                     on_done=cb))
         retried = {(r.page_id, r.concurrency) for r in new}
         self.records = [r for r in self.records if (r.page_id, r.concurrency) not in retried] + new
+        self._after_send()
+
+    def _after_send(self) -> None:
         srv = self._server
         if srv is not None and not srv.alive():
             raise ServerError(f"{srv.name} died during the run; log {srv.log_path} ends with:\n"
@@ -233,6 +291,33 @@ class _Run:
         _read_server_log(self.manifest, self.backend, srv)
         _set_numerics(self.manifest, self.backend, self.variant)  # vLLM: from the kernels this start's log names
         _finish(self.manifest, self.records, self.o.concurrency, self.out)
+
+    def send_speed(self, sw: SpeedWaves, pages: list) -> None:
+        """Each speed level's waves not yet recorded whole: wave k of level c is ``sw.per_wave(c)`` pages (cycled
+        from page k × per_wave) sent together by one client call into speed.jsonl, its own session
+        (``<session>.c<c>.w<k>``), so a wave never overlaps another and ``judge.speed.split_waves`` finds it from
+        the records alone. Only the level's first wave has a warm-up request."""
+        recs = load_records(self.out, file=SPEED)
+        left = speed_waves_left(recs, sw)
+        for c in sw.levels:
+            todo = [k for (lc, k) in left if lc == c]
+            if not todo:
+                continue
+            per = sw.per_wave(c)
+            spec = self.request_spec()  # the server's start is not part of the level's stage
+            if sw.ignore_eos != self.o.ignore_eos:
+                spec = replace(spec, extra_body={"ignore_eos": True} if sw.ignore_eos else None)
+            cb = self.h.on_level(c, per * len(todo)) if self.h.on_level else None
+            for i, k in enumerate(todo):
+                wave = [pages[(k * per + j) % len(pages)] for j in range(per)]
+                loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in wave]
+                recs += asyncio.run(run_level(spec, loads, c, self.out / SPEED, f"{self.session}.c{c}.w{k}",
+                                              warmup=i == 0, on_done=cb, wave=k))
+                self.manifest.speed = speed_levels(recs, sw)
+                self._after_send()
+            if self.h.level_done:
+                self.h.level_done(c)
+        self.manifest.speed = speed_levels(recs, sw)
 
     def served(self, c: int) -> set[str]:
         return {r.page_id for r in self.records if r.concurrency == c and r.error is None}

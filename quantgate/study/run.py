@@ -30,6 +30,7 @@ from quantgate.schema.placement import Placement
 from quantgate.schema.run import RunManifest
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.study import StudyOutcome, VariantSpec
 from quantgate.schema.summary import LmEvalSection, Summary
 from quantgate.serve.backends import BackendOptions
@@ -281,6 +282,8 @@ def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:
     if not path.is_file():
         return True
     run = read_record_file(RunManifest, path)
+    if _speed_left(ctx, v):
+        return True
     have = {lv.concurrency: lv for lv in run.levels}
     levels, c0 = ctx.st.levels_of(v.name), ctx.st.compare_level
     if ctx.plan is not None and c0 in have:
@@ -290,6 +293,14 @@ def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:
             return True
         levels = [c for c in levels if c != c0]
     return any(c not in have or have[c].n_requests < ctx.n_pages or have[c].n_errors for c in levels)
+
+
+def _speed_left(ctx: _Ctx, v: VariantSpec) -> bool:
+    """Whether a ``speed:`` study has waves of this variant not yet recorded whole (issue 30)."""
+    from quantgate.serve.run import SPEED, load_records, speed_waves_left
+
+    sw = ctx.st.speed_waves()
+    return sw is not None and bool(speed_waves_left(load_records(ctx.run_dir(v.name), file=SPEED), sw))
 
 
 def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_next: Callable[[], None] | None) -> None:
@@ -304,6 +315,8 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
 
     def on_level(c: int, n: int | None):
         what = " (noise run)" if v.name == st.baseline and c == st.noise_level else ""
+        if n is not None and st.speed is not None and st.compare_level != c and not what:
+            what = f" (speed, {st.speed.repeats} waves)"
         if ctx.plan is not None and c == st.compare_level:
             what = " (sequential)" if v.name != st.baseline else " (sequential page budget)"
         stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
@@ -312,7 +325,7 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
 
     options = ServeOptions(split=st.split, concurrency=st.levels_of(v.name), max_tokens=st.max_tokens,
                            prompt=st.prompt, slo_s=st.slo_s, timeout_s=st.timeout_s, limit=st.limit, overwrite=True,
-                           record_root=ctx.out)
+                           record_root=ctx.out, speed=st.speed_waves())
     batches = {} if ctx.plan is None else {
         st.compare_level: accuracy_pass(st, ctx.plan, ctx.ps, ctx.out, v.name, clock.console.detail)}
     with stages:
@@ -368,9 +381,24 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
         summary = build_summary(st, out, ctx.ps.sha256, {v.name: ctx.variant_dir(v.name) for v in st.variants},
                                 verdicts, worst_pages(st, ctx.ps, out, scores, st.compare_level), lm_eval=lm,
                                 inputs=verdict_inputs(st, out, pages_file), sequential=decisions or None,
-                                time_budget=time_budget(st, out, ctx.clock))
+                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(ctx))
         write_reports(summary, out)
     return summary
+
+
+def speed_intervals(ctx: _Ctx) -> dict[str, dict[str, SpeedupInterval]] | None:
+    """Each variant's speed levels (run.json) against the baseline's at the same concurrency (issue 30), seeded
+    by the study's seed; None without a ``speed:`` block."""
+    from quantgate.judge.speed import level_interval
+
+    st = ctx.st
+    if st.speed is None:
+        return None
+    runs = {v.name: read_record_file(RunManifest, ctx.run_dir(v.name) / "run.json") for v in st.variants}
+    base = {lv.concurrency: lv for lv in runs[st.baseline].speed}
+    return {name: {str(lv.concurrency): level_interval(lv, base.get(lv.concurrency), level=st.speed.interval,
+                                                       seed=st.seed, resamples=st.resamples)
+                   for lv in run.speed} for name, run in runs.items()}
 
 
 def judged_pages(pages_dir: Path, out: Path) -> Path:

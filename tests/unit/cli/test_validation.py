@@ -89,6 +89,11 @@ FLAGS = {
     ("tune", "--speedup"): floats(0),
     ("tune", "--speed-concurrency"): ints(1, 100_000),
     ("tune", "--max-trials"): ints(1, 100),
+    ("speed-profile", "--concurrency"): ("int_list", lambda v: all(1 <= c <= 65_535 for c in v)),
+    ("speed-profile", "--steps"): ints(1),
+    ("speed-profile", "--delay"): ints(0),
+    ("speed-profile", "--max-tokens"): ints(1),
+    ("speed-profile", "--startup-timeout"): floats(0),
 }
 BACKEND_FLAGS = {  # serve and lmeval both take them
     "--tensor-parallel-size": ints(1),
@@ -182,6 +187,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "demo": ["demo", "-o", out],
         "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
         "recommend": ["recommend", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
+        "speed-profile": ["speed-profile", empty, "--pages", empty, "-o", out],
         "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag in ("--max-trials", "--speed-concurrency") else []),
     }[verb]
     if flag in BACKEND_FLAGS:

@@ -65,3 +65,23 @@ def test_a_run_against_the_stand_in_vllm_writes_one_step_profile_per_level(varia
     assert len(list((out / "trace").glob("*.pt.trace.json.gz"))) == 2
     # a level already written is read back, not profiled again: no vLLM command is needed for it
     assert speed_profile(variant, [2], out, "/nonexistent/vllm", pages=synth_pageset) == [got[1]]
+
+
+def test_the_cli_verb_profiles_each_variant_and_keeps_the_profiles_when_no_table_can_be_built(
+        variant, tmp_path, synth_pageset, monkeypatch, capsys):
+    from quantgate.cli.main import main
+
+    monkeypatch.setenv("FAKE_VLLM_TOKEN_S", "0.02")
+    out = tmp_path / "cost"
+    base = ["speed-profile", "--pages", str(synth_pageset), "--concurrency", "1", "--vllm-cmd", FAKE_VLLM,
+            "--steps", "6", "--delay", "2", "--max-tokens", "24", "--compile-cache", str(tmp_path / "cache"),
+            "-o", str(out)]
+    # two folders of one variant name would write one profile folder: refused before any server starts
+    assert main([*base[:1], str(variant), str(variant), *base[1:]]) == 2
+    assert "two have one name" in capsys.readouterr().err and not out.exists()
+    # the stand-in's step has one GEMM, the plan 153: the table is refused, the measured profile kept
+    assert main([*base[:1], str(variant), *base[1:]]) == 1
+    err = capsys.readouterr().err
+    assert f"profiles kept under {out}; no cost table" in err
+    assert load_step_profile(out / "q4b-fp8-all" / "c1.profile.json").decode_steps == 6
+    assert not (out / "cost-table.json").exists()

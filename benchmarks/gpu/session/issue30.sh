@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Issue 30 on one H200 (docs/gpu-plan-issue30.md, "On one GPU"), one detached job; every step timed and recorded
+# by steps.py (results under $R/i30, status.jsonl), a failed step does not stop the job, nothing starts after the
+# deadline (QG_BUDGET_S from launch, default 1380 s).
+#   0. a snapshot of the code under $SES/src (each run() call replaces the working tree), then from there:
+#   1. in the background, FlashInfer's sampling module built once for the machine (item 6's workaround: the first
+#      sampler call of a fresh machine JIT-builds it under a file lock, ~120 s inside the first vLLM start)
+#   2. HBM copy bandwidth; the 4B-class checkpoint (random weights, build_qwen3_5_4b.py)
+#   3. `quantgate study studies-4b/speed_4b.yaml` (bf16, fp8-all, w4a16-all; QG_NVFP4=1 adds nvfp4-all): quantize,
+#      one server at a time, accuracy pass c=1, speed levels c=1 and c=32 in 3 waves each with ignore_eos
+#   4. each start's warm-up -> KV-cache span from the server logs (start_spans.py)
+#   5. if time remains: `quantgate speed-profile` of bf16 and fp8-all at c=1 (a cost table; item 4's check needs
+#      recipes the table was not built from: not in this session)
+#   bash benchmarks/gpu/session/issue30.sh               (after .gpu/install.sh; .gpu-carry/p4mp and .whl carried)
+#   QG_DRY_RUN=1 bash benchmarks/gpu/session/issue30.sh  (this CPU machine: fake vLLM, the tiny Qwen2.5-VL fixture)
+set -uo pipefail
+source benchmarks/gpu/session/common.sh
+if [ -z "${QG_SNAP:-}" ]; then
+  if [ -f "$SES/i30.launched" ]; then echo "already launched"; exit 0; fi
+  rm -rf "$SES/src" && mkdir -p "$SES/src"
+  cp -a quantgate benchmarks tests pyproject.toml "$SES/src/"
+  for d in .gpu-carry .whl; do [ -d "$d" ] && cp -a "$d" "$SES/src/"; done
+  $PY $S/steps.py init "$DEADLINE" "${QG_BUDGET_S:-1380}"
+  date +%s > "$SES/i30.launched"
+  cd "$SES/src" && QG_SNAP=1 exec bash $S/issue30.sh
+fi
+JOB=i30
+STATUS=$R/i30/status.jsonl
+O=$R/i30
+mkdir -p "$O"
+export CUDA_VISIBLE_DEVICES=${QG_GPU0:-0}
+trap 'touch "$SES/i30.done"' EXIT
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader > "$O/gpu.txt" 2>&1 || echo "no nvidia-smi" > "$O/gpu.txt"
+STUDY=$W/study4b
+
+# 1. the prebuild, beside steps 2-3 (its own CPU work: nvcc; the first server samples minutes later)
+if dry; then
+  step flashinfer-prebuild 30 0 --skip "dry run: no FlashInfer" -- true &
+else
+  step flashinfer-prebuild 420 0 -- $VPY -c "import time; t = time.time(); from flashinfer.sampling import \
+get_sampling_module; get_sampling_module(); print('flashinfer sampling module ready after', round(time.time() - t, 1), 's')" &
+fi
+fi_pid=$!
+
+# 2. bandwidth (item 5's weight-read bound), then the checkpoint (dry run: the tiny Qwen2.5-VL fixture)
+if dry; then
+  step hbm 60 5 --skip "dry run: no GPU" -- true
+  step build-4b 120 5 -- $PY -c "from tests.support import fixtures; fixtures.build('qwen2_5_vl', '$W/q4b-bf16')"
+else
+  step hbm 120 10 -- $PY -c "import json, sys; sys.path.insert(0, 'benchmarks/gpu'); from speed_sweep import \
+copy_bandwidth_gbs as c; json.dump({'hbm_copy_gbs': round(c(), 1)}, open('$O/hbm.json', 'w')); print(open('$O/hbm.json').read())"
+  if [ -f "$W/q4b-bf16/config.json" ]; then
+    step build-4b 1 0 --skip "built by an earlier launch on this machine" -- true
+  else
+    step build-4b 300 60 -- $PY benchmarks/gpu/build_qwen3_5_4b.py "$W/q4b-bf16"
+  fi
+fi
+
+# 3. the study, its YAML with this machine's paths (dry run: CPU-sized)
+Y=$O/speed_4b.yaml
+$PY - "$S/studies-4b/speed_4b.yaml" "$Y" "$W/q4b-bf16" "$PWD/.gpu-carry/p4mp" <<'PY'
+import os, sys
+import yaml
+src, dst, model, pages = sys.argv[1:]
+st = yaml.safe_load(open(src))
+st.update(model=model, pages={"path": pages})
+if os.environ.get("QG_NVFP4") == "1":
+    st["variants"].append({"name": "nvfp4-all", "recipe": "nvfp4-all"})
+if os.environ.get("QG_DRY_RUN") == "1":
+    st.update(max_tokens=8, concurrency=[1, 4], calibration_samples=2)
+    st["backend"].update(max_model_len=2048, extra_args=["--enforce-eager"])
+yaml.safe_dump(st, open(dst, "w"), sort_keys=False)
+PY
+step study-4b "${QG_STUDY_CAP_S:-1200}" 300 --requires "$W/q4b-bf16" -- $QQPY -m quantgate study "$Y" -o "$STUDY"
+wait $fi_pid
+
+# 4. the start spans, and the study's small files next to them
+collect_study() {
+  mkdir -p "$O/study"
+  (cd "$STUDY" 2>/dev/null && find . -maxdepth 3 \( -name '*.json' -o -name '*.jsonl' -o -name '*.md' -o -name '*.log' \
+     -o -name '*.yaml' \) -not -path './.vllm-cache/*' -size -4M -print0 | xargs -0 -r cp --parents -t "$O/study")
+}
+collect_study
+step start-spans 60 5 --requires "$STUDY/runs" -- $PY $S/start_spans.py "$STUDY" -o "$O/start_spans.json"
+
+# 5. the decode profiles for a cost table (warm starts: the study's compile cache)
+PA=(--server-arg=--kv-cache-memory-bytes=8589934592 --server-arg=--max-num-seqs=64
+    --server-arg=--gdn-prefill-backend=triton --server-arg=--no-enable-prefix-caching
+    --server-arg=--max-model-len=8192 --server-arg=--gpu-memory-utilization=0.3)
+dry && PA=(--server-arg=--enforce-eager --server-arg=--max-model-len=2048)
+if [ "${QG_PROFILE:-1}" = 1 ]; then
+  step speed-profile "${QG_PROFILE_CAP_S:-300}" 150 --requires "$STUDY/variants/fp8-all" -- \
+    $PY -m quantgate speed-profile "$STUDY/variants/bf16" "$STUDY/variants/fp8-all" --pages .gpu-carry/p4mp \
+    --concurrency 1 --vllm-cmd "$QUANTGATE_VLLM" --compile-cache "$STUDY/.vllm-cache" "${PA[@]}" \
+    --max-tokens 256 -o "$W/prof"
+  mkdir -p "$O/prof"
+  (cd "$W/prof" 2>/dev/null && find . \( -name '*.json' -o -name '*.log' \) -print0 | xargs -0 -r cp --parents -t "$O/prof")
+fi
+collect_study
+echo "i30 done: $(left) s left"

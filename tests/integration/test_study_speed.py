@@ -1,0 +1,121 @@
+"""A study's ``speed:`` block (issue 30): each speed level sent in repeated waves into speed.jsonl (apart from the
+scored page runs), the waves found again from the records alone, kept per wave in run.json, and each variant's
+ratio to the baseline with its interval in summary.json and report.md, labelled ignore_eos. Served by the
+stand-in vLLM CLI (``tests.support.fake_vllm``) whose per-token delay (a variant's ``server_env``) makes one
+variant measurably faster; quantize is replaced by a folder the stand-in accepts."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quantgate.judge.speed import split_waves
+
+FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
+
+
+@pytest.fixture
+def fake_quantize(monkeypatch):
+    import quantgate.quantize as qz
+    from tests.support.stub_study import fake_quantize as stub_quantize
+
+    def quantize(model, recipe, out, **kw):
+        result = stub_quantize(model, recipe, out, **kw)
+        (Path(out) / "config.json").write_text("{}")
+        return result
+
+    monkeypatch.setattr(qz, "quantize", quantize)
+    monkeypatch.setenv("FAKE_VLLM_START_S", "0.1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def _study(tmp_path: Path, **over) -> Path:
+    body = {
+        "name": "speed", "model": "unused", "pages": {"synth": {"n": 4, "profile": "simple",
+                                                                "calibration_fraction": 0.0}},
+        # the candidate streams its tokens twice as fast as the baseline
+        "variants": [{"name": "bf16", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.02"}},
+                     {"name": "fast", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.01"}}],
+        "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM, "compile_cache": "none", "startup_timeout_s": 60,
+                    "gpu_memory_utilization": 0.2},
+        "concurrency": [1, 4], "max_tokens": 24, "metrics": ["ned"], "min_pages": 2, "resamples": 1000,
+        "speed": {"repeats": 3, "ignore_eos": True},
+    }
+    body.update(over)
+    f = tmp_path / "study.yaml"
+    f.write_text(yaml.safe_dump(body))
+    return f
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_speed_levels_in_waves_with_intervals(tmp_path, fake_quantize):
+    from quantgate.study import run_study
+
+    out = tmp_path / "out"
+    run_study(_study(tmp_path), out, log=lambda s: None)
+    for name in ("bf16", "fast"):
+        rdir = out / "runs" / name
+        # the scored page runs: the accuracy level for both, the noise level for the baseline only
+        levels = {r["concurrency"] for r in _lines(rdir / "requests.jsonl")}
+        assert levels == ({1, 4} if name == "bf16" else {1})
+        speed = _lines(rdir / "speed.jsonl")
+        for c, per in ((1, 3), (4, 4)):
+            recs = [r for r in speed if r["concurrency"] == c]
+            assert sorted({r["wave"] for r in recs}) == [0, 1, 2] and len(recs) == 3 * per
+            assert all(r["completion_tokens"] == 24 and r["finish_reason"] == "length" for r in recs)  # ignore_eos
+            complete, partial = split_waves(recs, per)  # the waves found again from the records alone
+            assert len(complete) == 3 and not partial
+        run = json.loads((rdir / "run.json").read_text())
+        assert [(lv["concurrency"], lv["per_wave"], len(lv["waves"]), lv["ignore_eos"]) for lv in run["speed"]] == \
+            [(1, 3, 3, True), (4, 4, 3, True)]
+    summary = json.loads((out / "summary.json").read_text())
+    by = {v["name"]: v for v in summary["variants"]}
+    for c in ("1", "4"):
+        iv = by["fast"]["speedup_interval"][c]
+        assert iv["n_variant"] == iv["n_baseline"] == 3 and iv["ignore_eos"] is True
+        assert iv["low"] <= iv["ratio"] <= iv["high"] and iv["ratio"] > 1.3  # the candidate streams 2x faster
+        base = by["bf16"]["speedup_interval"][c]
+        assert base["ratio"] == pytest.approx(1.0) and base["low"] <= 1.0 <= base["high"]
+    md = (out / "report.md").read_text()
+    assert "Speed levels in repeated waves (ignore_eos" in md
+    row = next(x for x in md.splitlines() if x.startswith("| fast | 4 | 3 × 4 |"))
+    assert "(90%, 3 vs 3 waves)" in row and row.endswith("| yes |")
+
+
+def test_a_rerun_sends_only_the_waves_left(tmp_path, fake_quantize):
+    from quantgate.study import run_study
+
+    out = tmp_path / "out"
+    f = _study(tmp_path, variants=[{"name": "bf16", "recipe": "bf16"}, {"name": "b", "recipe": "bf16"}])
+    run_study(f, out, log=lambda s: None, stop_after="serve")
+    speed = out / "runs" / "b" / "speed.jsonl"
+    lines = speed.read_text().splitlines()
+    # cut wave 2 of c=4 short and break one request of wave 1, as an interruption and a failure would
+    kept = [json.loads(x) for x in lines if not (json.loads(x)["concurrency"] == 4 and json.loads(x)["wave"] == 2)]
+    kept += [json.loads(x) for x in lines if json.loads(x)["concurrency"] == 4 and json.loads(x)["wave"] == 2][:2]
+    broken = next(r for r in kept if r["concurrency"] == 4 and r["wave"] == 1)
+    broken.update(error="boom", error_kind="infrastructure", output=None)
+    speed.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    before = len(kept)
+    run_study(f, out, log=lambda s: None)
+    recs = _lines(speed)
+    new = recs[before:]
+    assert sorted({(r["concurrency"], r["wave"]) for r in new}) == [(4, 1), (4, 2)] and len(new) == 8
+    run = json.loads((out / "runs" / "b" / "run.json").read_text())
+    assert [len(lv["waves"]) for lv in run["speed"]] == [3, 3]
+
+
+def test_speed_needs_three_repeats(tmp_path):
+    from quantgate.errors import InputError
+    from quantgate.study.spec import load_study
+
+    with pytest.raises(InputError, match="repeats"):
+        load_study(_study(tmp_path, speed={"repeats": 2}))
