@@ -94,7 +94,6 @@ def float_range(lo: float, hi: float | None = None, *, lo_open: bool, hi_open: b
 positive_int = int_range(1)
 nonnegative_int = int_range(0)
 positive_float = float_range(0, lo_open=True)
-fraction_below_one = float_range(0, 1, lo_open=False, hi_open=True)  # [0, 1): a share set aside
 unit_interval = float_range(0, 1, lo_open=False)  # [0, 1]
 concurrency_level = int_range(1, MAX_CONCURRENCY, " (each request in flight holds a connection)")
 timeout_seconds = float_range(0, MAX_TIMEOUT_S, lo_open=True, why=" seconds (a longer wait is a hang)")

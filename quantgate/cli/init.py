@@ -15,12 +15,14 @@ def register(sub) -> None:
                        "BF16) and pages (a page set, or a folder of images/PDFs that init imports into a page set "
                        "beside the YAML), then write a commented study YAML — variants, metrics, margins, concurrency "
                        "levels and SLO for the backend — that `quantgate study` runs as written.",
-                       epilog="example: quantgate init --model ./ckpt --pages ./pdfs --truth ./md -o study.yaml")
+                       epilog="example: quantgate init --model ./ckpt --pages ./pdfs --truth ./md -o study.yaml "
+                       "(to try it: --model quantgate/assets/reader, the bundled reader)")
     i.add_argument("--model", required=True, type=existing_path, help="BF16 checkpoint folder (safetensors)")
     i.add_argument("--pages", required=True, type=existing_path,
                    help="a page set (pages.jsonl) or images/PDFs (a file or a folder) to import")
     i.add_argument("--truth", type=existing_path, help="when importing: folder of <page id>.md/.txt ground truth")
-    i.add_argument("--checks", type=existing_path, help="when importing: olmOCR-bench style JSONL of checks")
+    i.add_argument("--checks", type=existing_path, action="append",
+                   help="when importing: olmOCR-bench style JSONL of checks; repeat for several files")
     i.add_argument("--pages-out", type=Path, help="where imported pages go (default: pages/ beside the YAML)")
     i.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers",
                    help="how variants are served (default transformers: CPU or one GPU; vllm for speed)")

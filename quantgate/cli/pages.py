@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from quantgate.cli._args import (
     existing_path,
-    fraction_below_one,
     nonnegative_int,
     page_size,
     positive_float,
@@ -29,12 +29,15 @@ def register(sub) -> None:
                       "heldout by a seeded hash of the document, so no document is in both.")
     i.add_argument("sources", nargs="+", type=existing_path, metavar="SRC")
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
-    i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files")
-    i.add_argument("--checks", type=existing_path, help="olmOCR-bench style JSONL of fact checks")
+    i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files, or OmniDocBench's JSON "
+                   "(layout_dets; page id = image file stem) for the omnidoc_* metrics as well")
+    i.add_argument("--checks", type=existing_path, action="append",
+                   help="olmOCR-bench style JSONL of fact checks; repeat for several files (olmOCR-bench ships one "
+                   "per check type)")
     g = i.add_mutually_exclusive_group()
     g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")
     g.add_argument("--megapixels", type=positive_float, default=4.0, help="render PDF pages to about this size (default 4)")
-    i.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2,
+    i.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
                    help="share of pages for calibration, in [0, 1) (default 0.2)")
     i.add_argument("--seed", type=nonnegative_int, default=0, help="split seed, >= 0 (default 0)")
     i.add_argument("--document-pattern", metavar="REGEX", help="group images into documents by this regular "
@@ -59,7 +62,7 @@ def register(sub) -> None:
     s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
                    help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
                    "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
-    s.add_argument("--calibration-fraction", type=fraction_below_one, default=0.2, help="share of pages for "
+    s.add_argument("--calibration-fraction", type=unit_interval, default=0.2, help="share of pages for "
                    "calibration, in [0, 1) (default 0.2)")
     s.add_argument("--noise", type=unit_interval, default=0.03, help="pixel noise, as a fraction of full scale, in [0, 1] "
                    "(default 0.03)")
@@ -93,17 +96,25 @@ def cmd_import(a: argparse.Namespace) -> int:
     # PIL's decompression-bomb guard is process-wide: this process imports pages, so it guards at --max-pixels
     Image.MAX_IMAGE_PIXELS = a.max_pixels
 
-    opts = ImportOptions(truth_dir=a.truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
-                         calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
-                         max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
-                         document_pattern=a.document_pattern)
-    bar, cb = _progress(None, "importing")
-    try:
-        rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)
-    finally:
-        bar.close()
+    with tempfile.TemporaryDirectory(prefix="quantgate-omnidoc-truth.") as staged:
+        truth = a.truth
+        if truth is not None and truth.is_file() and truth.suffix.lower() == ".json":
+            from quantgate.score.omnidoc.truth import write_truth_files
+
+            # OmniDocBench's JSON, checked whole before any page is imported, as the truth folder it stands for
+            write_truth_files(truth, Path(staged))
+            truth = Path(staged)
+        opts = ImportOptions(truth_dir=truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
+                             calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
+                             max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
+                             document_pattern=a.document_pattern)
+        bar, cb = _progress(None, "importing")
+        try:
+            rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)
+        finally:
+            bar.close()
     for w in rep.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {w.replace(staged, str(a.truth))}", file=sys.stderr)
     print(f"{a.output}: {rep.n_pages} pages ({rep.n_truth} with truth, {rep.n_checks} checks, "
           f"{rep.n_neither} with neither)")
     return 0

@@ -21,7 +21,8 @@ def register(sub) -> None:
     s.add_argument("--pages", required=True, type=existing_path, help="page-set folder")
     s.add_argument("--predictions", required=True, type=existing_path)
     s.add_argument("-o", "--output", required=True, type=Path, help="scores.jsonl to write")
-    s.add_argument("--metrics", default=None, help="comma list (default: all): ned,cer,wer,bow_f1,table_teds,checks")
+    s.add_argument("--metrics", default=None, help="comma list (default: ned,cer,wer,bow_f1,table_teds,checks); 'omnidoc' adds "
+                   "OmniDocBench's block-matched family (omnidoc_text_edit, …; docs/metrics.md)")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
     s.add_argument("--concurrency", type=concurrency_level, default=None,
                    help="which level of a run to score (default: lowest)")
@@ -79,9 +80,18 @@ def cmd_score(a: argparse.Namespace) -> int:
     n_empty = sum(r.empty for r in rows)
     n_missing = sum(r.error == "missing" for r in rows)
     failed, truncated = not_scored(rows), [r.page_id for r in rows if r.truncated]
+    omnidoc = None
+    if any(m.needs == "omnidoc" for m in metrics):
+        from quantgate.score.omnidoc.adapter import set_scores
+        from quantgate.score.scores import model_texts
+
+        # whole-set values over the model's outputs: a page whose request failed is left out, as in the rows
+        omnidoc = set_scores(model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed})
     if a.json:
         print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "not_scored": failed,
-                    "truncated": truncated, "metrics": [x.model_dump() for x in summ]})
+                    "truncated": truncated,
+                    "metrics": [x.model_dump() | {"not_scored": len(rows) - x.n} for x in summ]}
+                   | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {}))
         return 0
     if failed:
         print(f"warning: {len(failed)} page(s) not scored, their request failed (not the model's output; a study "
@@ -89,12 +99,26 @@ def cmd_score(a: argparse.Namespace) -> int:
     if truncated:
         print(f"note: {len(truncated)} output(s) cut at max_tokens, scored as given (flagged truncated): "
               f"{', '.join(truncated[:20])}" + (" …" if len(truncated) > 20 else ""), file=sys.stderr)
-    print(f"{'metric':<12}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI")
+    width = max(12, *(len(x.metric) + 2 for x in summ))
+    print(f"{'metric':<{width}}{'dir':>7}{'pages':>7}{'mean':>10}   95% CI            not scored")
     for x in summ:
+        # a page the metric does not apply to (no truth, no checks, nothing of its category) is left out, not 0
+        skipped = f"{len(rows) - x.n:>6}" if len(rows) - x.n else ""
         if x.mean is None or x.ci95 is None:
-            print(f"{x.metric:<12}{'':>7}{0:>7}{'n/a':>10}")
+            print(f"{x.metric:<{width}}{'':>7}{0:>7}{'n/a':>10}{'':>21}{skipped}")
             continue
-        print(f"{x.metric:<12}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]")
+        print(f"{x.metric:<{width}}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]"
+              f"{'':>2}{skipped}")
+    if omnidoc:
+        print(f"OmniDocBench whole-set values as upstream aggregates them (TEDS per table, edit distances per page), "
+              f"{omnidoc.pages_with_truth} pages with truth:")
+        for name, v in omnidoc.set_values.items():
+            if any(m.name == name for m in metrics):
+                n = omnidoc.pages_scored[name]
+                print(f"  {name:<{width}}{'n/a' if v is None else f'{v:.4f}':>8}   ({n} pages scored, "
+                      f"{omnidoc.pages_with_truth - n} without its category)")
+        for note in omnidoc.notes:
+            print(f"  note: {note}")
     print(f"{len(rows) - len(failed)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
     return 0
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from quantgate.cli._args import existing_path, float_range, int_range, positive_float, positive_int, print_json
@@ -68,6 +71,8 @@ def register(sub) -> None:
                    help="memory bandwidth for the modelled decode time (default 4800, the H200 spec sheet)")
     s.add_argument("--batch-pages", type=positive_int, default=16, help="pages per forward (default 16)")
     s.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1 ...")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="show third-party output (progress bars, warnings) instead of keeping it in OUTPUT.log")
     s.add_argument("--overwrite", action="store_true", help="discard an earlier run's records with other inputs")
     s.add_argument("--trust-remote-code", action="store_true")
     s.set_defaults(func=cmd_sensitivity)
@@ -98,7 +103,7 @@ def register(sub) -> None:
 
 
 def cmd_sensitivity(a) -> int:
-    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, parse_formats
+    from quantgate.sensitivity.analyze import SensitivityOptions, analyze, parse_formats, thin_calibration
     from quantgate.sensitivity.report import format_table
 
     keep = None if a.keep_bf16 is None else [k for k in a.keep_bf16 if k]
@@ -106,8 +111,21 @@ def cmd_sensitivity(a) -> int:
                                  max_seq_len=a.max_seq_len, prompt=a.prompt, allow_vision=a.allow_vision,
                                  keep_bf16=keep, bandwidth_gbps=a.bandwidth, batch_pages=a.batch_pages, device=a.device,
                                  overwrite=a.overwrite, trust_remote_code=a.trust_remote_code)
-    res = analyze(a.model, a.calibration, a.output, options, log=lambda s: print(s, file=sys.stderr))
+    from quantgate.io.console import captured_output
+
+    # libraries' bars and warnings go to a log, as study's do: a temporary one until the run succeeds (a refused
+    # input writes nothing beside the output), then moved beside the output
+    fd, tmp_log = tempfile.mkstemp(prefix="quantgate-sensitivity.", suffix=".log")
+    os.close(fd)
+    log_path = a.output.with_suffix(".log")
+    with captured_output(Path(tmp_log), a.verbose) as console:
+        console.line(f"sensitivity of {a.model} → {a.output} (details: {log_path})")
+        res = analyze(a.model, a.calibration, a.output, options, log=console.line)
+    shutil.move(tmp_log, log_path)
+    thin = thin_calibration(len(res.page_ids), res.reference.tokens)
     print(format_table(res))
+    if thin:
+        print(f"warning: {thin}")
     print(f"{a.output}: {len(res.groups)} groups × {len(res.formats)} formats on {len(res.page_ids)} page(s), "
           f"{res.reference.tokens} scored tokens; {res.timings['total_s']:.1f} s")
     return 0

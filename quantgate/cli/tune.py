@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from quantgate.cli._args import existing_path, int_range, positive_float
@@ -66,20 +65,29 @@ def register(sub) -> None:
     t.add_argument("--target", default="hopper", choices=["hopper", "blackwell", "ampere", "none"],
                    help="GPU family whose vLLM kernels to warn about (default hopper)")
     t.add_argument("--overwrite", action="store_true", help="forget this tune's recorded trials and start again")
+    t.add_argument("-v", "--verbose", action="store_true",
+                   help="show third-party output (progress bars, warnings) instead of keeping it in OUT/tune.log")
     t.set_defaults(func=cmd_tune)
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    from quantgate.io.console import captured_output
     from quantgate.sensitivity import parse_size
     from quantgate.sensitivity.analyze import parse_formats
-    from quantgate.tune import tune
+    from quantgate.tune.loop import Tuner
     from quantgate.tune.report import trials_text
 
-    tf = tune(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
-              effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output, name=a.name,
-              formats=parse_formats(a.formats) if a.formats else None, target=a.target, overwrite=a.overwrite,
-              speed_table=a.speed_table, speed_concurrency=a.speed_concurrency,
-              log=lambda s: print(s, file=sys.stderr))
+    # every input checked first (nothing written when refused); then the trials' studies and the libraries they
+    # load write into the tune's log, and the console shows quantgate's own lines
+    tuner = Tuner(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
+                  effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output,
+                  name=a.name, formats=parse_formats(a.formats) if a.formats else None, target=a.target,
+                  speed_table=a.speed_table, speed_concurrency=a.speed_concurrency)
+    log_path = tuner.out / "tune.log"  # beside the study folder's study.log; --overwrite clears the tune's own folder
+    with captured_output(log_path, a.verbose) as console:
+        console.line(f"tune {a.study} → {tuner.tdir} (details: {log_path})")
+        tuner.log = console.line
+        tf = tuner.run(overwrite=a.overwrite)
     print(trials_text(tf))
     print(tf.message)
     if tf.status == "found":

@@ -14,6 +14,9 @@ from quantgate.schema.pages import PageRecord, PageSetManifest
 
 PAGES_FILE = "pages.jsonl"
 MANIFEST_FILE = "pageset.json"
+# A page's OmniDocBench truth record (``schema.omnidoc.TruthPage``) lies beside its truth file, ``truth/<id>.md``
+# → ``truth/<id>.omnidoc.json``: the markdown serves the whole-page metrics, the record the block-matched ones.
+OMNIDOC_SUFFIX = ".omnidoc.json"
 
 
 def split_of(document: str, seed: int, calibration_fraction: float) -> str:
@@ -60,6 +63,20 @@ class PageSet:
             return path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as e:
             raise InputError(f"{path}: truth is not UTF-8 (byte {e.start}); re-save it as UTF-8") from None
+
+    def omnidoc_truth_text(self, page: PageRecord) -> str | None:
+        """The page's OmniDocBench truth: its record beside the truth file (:data:`OMNIDOC_SUFFIX`), else the
+        truth markdown itself (split into blocks by the metric); None without truth."""
+        if page.truth is None:
+            return None
+        rel = page.truth.rsplit(".", 1)[0] + OMNIDOC_SUFFIX
+        record = safe_join(self.root, rel, what=f"{self.root / PAGES_FILE}: page {page.id}'s OmniDocBench truth")
+        if record.is_file():
+            try:
+                return record.read_bytes().decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{record}: not UTF-8 (byte {e.start}); re-import the OmniDocBench JSON") from None
+        return self.truth_text(page)
 
 
 def load_pageset(root: str | Path) -> PageSet:

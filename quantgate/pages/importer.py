@@ -10,7 +10,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from quantgate.errors import InputError, UnsafeInputError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
-from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
+from quantgate.io.pageset import MANIFEST_FILE, OMNIDOC_SUFFIX, PAGES_FILE, split_of
 from quantgate.schema.base import parse_record
+from quantgate.schema.omnidoc import TruthPage
 from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
@@ -33,7 +34,7 @@ MAX_PDF_PAGES = 2000
 @dataclass
 class ImportOptions:
     truth_dir: Path | None = None
-    checks_file: Path | None = None
+    checks_file: Path | Sequence[Path] | None = None  # one JSONL or several (olmOCR-bench ships one per check type)
     dpi: float | None = None
     megapixels: float = DEFAULT_MEGAPIXELS
     calibration_fraction: float = 0.2
@@ -199,26 +200,33 @@ class _CheckKeys(BaseModel):
     id: str | None = None
 
 
-def _load_checks(checks_file: Path) -> dict[str, list[dict]]:
+def _checks_files(opts: ImportOptions) -> list[Path]:
+    c = opts.checks_file
+    return [] if c is None else [Path(c)] if isinstance(c, (str, Path)) else [Path(x) for x in c]
+
+
+def _load_checks(checks_files: list[Path]) -> dict[str, list[dict]]:
     by_page: dict[str, list[dict]] = {}
-    for no, obj in read_jsonl(checks_file, final_newline_optional=True):
-        keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
-        by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
+    for checks_file in checks_files:
+        for no, obj in read_jsonl(checks_file, final_newline_optional=True):
+            keys = parse_record(_CheckKeys, obj, where=f"{checks_file}:{no} (olmOCR-style check)")
+            by_page.setdefault(f"{Path(keys.pdf).stem}_pg{keys.page}", []).append(obj)
     return by_page
 
 
 def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwrite: bool = False,
                  progress: Callable[[str], None] | None = None) -> ImportReport:
     """Build the page set in a temporary sibling of ``out`` and rename it into place when complete."""
-    if not 0.0 <= opts.calibration_fraction < 1.0:
-        raise InputError(f"--calibration-fraction must be in [0, 1), got {opts.calibration_fraction}")
+    # 1: every page for calibration (a set made only to calibrate on), as a share just below 1 already gave
+    if not 0.0 <= opts.calibration_fraction <= 1.0:
+        raise InputError(f"--calibration-fraction must be in [0, 1], got {opts.calibration_fraction}")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     warn: list[str] = []
     files = _iter_sources([Path(s) for s in sources], opts, warn)
     documents = _documents(files, opts.document_pattern, warn)  # before anything is written: a bad pattern fails here
-    checks = _load_checks(opts.checks_file) if opts.checks_file else {}
+    checks = _load_checks(_checks_files(opts))
     truth_files = _truth_files(opts, warn)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing.", dir=out.parent))
@@ -235,7 +243,7 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
                     raise InputError(f"{f}: image file is empty (0 bytes)")
                 writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None, doc)
         records = writer.records
-        warn += _unmatched(records, truth_files, checks, opts)
+        warn += writer.notes + _unmatched(records, truth_files, checks, opts)
         _write_set(tmp, records, opts, warn)
         _replace(tmp, out, overwrite)
     except BaseException:
@@ -269,6 +277,8 @@ class _PageWriter:
                  progress: Callable[[str], None] | None):
         self.root, self.opts, self.truth_files, self.checks, self.progress = root, opts, truth_files, checks, progress
         self.records: list[PageRecord] = []
+        self.notes: list[str] = []
+        self._attribute_tags: dict[str, list[str]] = {}  # page id → tags from its OmniDocBench page attributes
         self._origin: dict[str, str] = {}
 
     def add(self, pid: str, img, src: Path, page_no: int | None, document: str) -> None:
@@ -290,7 +300,8 @@ class _PageWriter:
             width=img.width, height=img.height,
             source=PageSource(file=str(src), page=page_no),
             truth=truth_rel, truth_sha256=truth_sha, checks=self.checks.get(pid, []),
-            split=split_of(document, self.opts.seed, self.opts.calibration_fraction), tags=list(self.opts.tags),
+            split=split_of(document, self.opts.seed, self.opts.calibration_fraction),
+            tags=list(self.opts.tags) + self._attribute_tags.pop(pid, []),
         ))
         if self.progress:
             self.progress(pid)
@@ -308,7 +319,38 @@ class _PageWriter:
         (self.root / "truth").mkdir(exist_ok=True)
         rel = f"truth/{pid}{tf.suffix}"
         (self.root / rel).write_bytes(raw)
+        self._omnidoc_record(tf, pid)
         return rel, sha256_bytes(raw)
+
+    def _omnidoc_record(self, tf: Path, pid: str) -> None:
+        """The page's OmniDocBench truth record beside its truth file (``cli pages import --truth X.json`` stages
+        them so), copied with it; the blocks it had to skip are listed in the set's notes."""
+        record = tf.with_name(f"{pid}{OMNIDOC_SUFFIX}")
+        if not record.is_file():
+            return
+        _inside(record, tf.parent, self.opts, self.notes)
+        raw = record.read_bytes()
+        try:
+            page = TruthPage.model_validate_json(raw)
+        except ValueError as e:
+            raise InputError(f"{record}: not an OmniDocBench truth record ({e}); re-stage it from the JSON") from None
+        (self.root / "truth" / record.name).write_bytes(raw)
+        self.notes += [f"{page.source}: page {pid!r}: {s.category} block (anno_id {s.anno_id}) skipped: {s.reason}"
+                       for s in page.skipped]
+        self._attribute_tags[pid] = attribute_tags(page.attributes)
+
+
+def attribute_tags(attributes: dict) -> list[str]:
+    """OmniDocBench's page attributes as page tags, ``key:value`` (one per value of a list), so pages can be
+    counted and judged by language, layout or source as OmniDocBench reports them."""
+    tags = []
+    for key, value in sorted(attributes.items()):
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip():
+                tags.append(f"{key}:{str(v).strip()}")
+            elif isinstance(v, bool):
+                tags.append(f"{key}:{str(v).lower()}")
+    return tags
 
 
 def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: dict[str, list[dict]],
@@ -322,10 +364,12 @@ def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: 
                     + (" …" if len(unmatched) > 20 else ""))
     orphan_checks = sorted(k for k in checks if k not in ids)
     if orphan_checks:
-        warn.append(f"checks in {opts.checks_file} name pages that were not imported: " + ", ".join(orphan_checks))
-    neither = sum(1 for r in records if not r.truth and not r.checks)
+        warn.append(f"checks in {', '.join(map(str, _checks_files(opts)))} name pages that were not imported: "
+                    + ", ".join(orphan_checks))
+    neither = [r.id for r in records if not r.truth and not r.checks]
     if neither:
-        warn.append(f"{neither} page(s) have neither truth nor checks: they can be served and timed, not scored")
+        warn.append(f"{len(neither)} page(s) have neither truth nor checks: they can be served and timed, not scored: "
+                    + ", ".join(neither[:20]) + (" …" if len(neither) > 20 else ""))
     return warn
 
 

@@ -11,6 +11,7 @@ from quantgate.io.fileio import atomic_write_json, atomic_write_text
 from quantgate.io.provenance import git_commit, package_versions
 from quantgate.report.sections import html as section_html
 from quantgate.report.sections import markdown as section_markdown
+from quantgate.report.speed import honest_speed
 from quantgate.schema.base import parse_record, read_record_file
 from quantgate.schema.run import RunManifest
 from quantgate.schema.sequential import SequentialDecision
@@ -65,8 +66,10 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
     base = study.baseline
     base_levels = {lv.concurrency: lv for lv in runs[base].levels}
     for v in variants:
+        # none for a variant run on BF16 kernels (report.speed.quantized_speed): its ratio is no quantized speed-up
+        honest = honest_speed(v["numerics"])
         v["speedup"] = {str(lv.concurrency): (lv.pages_per_s / base_levels[lv.concurrency].pages_per_s)
-                        if lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
+                        if honest and lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
                         for lv in v["levels"]}
     for v in variants:  # issue 30: made by the study (judge.speed.level_interval) from the runs' speed levels
         v["speedup_interval"] = (speed_intervals or {}).get(v["name"], {})
@@ -128,5 +131,5 @@ def write_reports(report: Summary, out: Path) -> None:
 
     atomic_write_json(out / SUMMARY, report.model_dump())
     atomic_write_text(out / "report.md", render_markdown(report, section_markdown(out)))
-    atomic_write_text(out / "report.html", render_html(report, section_html(out)))
+    atomic_write_text(out / "report.html", render_html(report, section_html(out), root=out))
     atomic_write_text(out / "junit.xml", render_junit(report))

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import difflib
 import io
+from pathlib import Path
 
 from quantgate.report.engine import engine_differences, engine_table, kernels_text
 from quantgate.report.numerics import numerics_rows
+from quantgate.report.speed import pareto_variants, report_notes, slo_text, speedup_text, throughput_lines
+from quantgate.report.worst import FOLD_CHARS, FULL_PX, diffable, no_worst_lines, page_image
 from quantgate.schema.summary import Summary
 
 # Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
@@ -27,7 +30,28 @@ def figure_svg(fig) -> str:
     return s[:a] + s[b + len("</metadata>"):] if a >= 0 and b > a else s
 
 
+def _font_context():
+    """matplotlib's fonts for the plots: DejaVu Sans, then a CJK font (io.fonts) for what DejaVu lacks, so a
+    Chinese or Japanese label is drawn, not boxes; without a CJK font, matplotlib's defaults."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    from quantgate.io.fonts import cjk_font
+
+    path = cjk_font()
+    if path is None:
+        return matplotlib.rc_context()
+    font_manager.fontManager.addfont(str(path))
+    name = font_manager.FontProperties(fname=str(path)).get_name()
+    return matplotlib.rc_context({"font.family": ["DejaVu Sans", name]})
+
+
 def _plots(r: Summary) -> list[tuple[str, str]]:
+    with _font_context():
+        return _figures(r)
+
+
+def _figures(r: Summary) -> list[tuple[str, str]]:
     # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
     from matplotlib.figure import Figure
 
@@ -60,12 +84,13 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     c0 = str(r.compare_level)
     pts = []
     base_mean = vs[0].baseline_mean if vs else None
-    for v in r.variants:
+    placed, _ = pareto_variants(r)  # a variant run on BF16 kernels has no quantized speed to place
+    for v in placed:
         lv = next((x for x in v.levels if str(x.concurrency) == c0), None)
         acc = base_mean if v.name == r.baseline else next((x.candidate_mean for x in vs if x.variant == v.name), None)
         if lv and acc is not None:
             pts.append((v.name, lv.pages_per_s, acc))
-    if pts:
+    if len(pts) >= 2:
         hib = vs[0].higher_is_better if vs else True
         front = [p for p in pts if not any((q[1] >= p[1] and (q[2] >= p[2] if hib else q[2] <= p[2])) and q != p
                                           and (q[1] > p[1] or q[2] != p[2]) for q in pts)]
@@ -125,17 +150,18 @@ def _env():
     env = template_env()
     env.filters["num"] = lambda x, spec=".4f": "–" if x is None else format(x, spec)
     env.filters["kernels"] = kernels_text
-    env.globals.update(word=WORD, diff=_diff)
+    env.globals.update(word=WORD, diff=_diff, speedup_text=speedup_text, slo_text=slo_text, diffable=diffable)
     return env
 
 
-def render_html(r: Summary, sections: list | tuple = ()) -> str:
-    """``sections``: extra HTML blocks (Markup, already escaped) placed before the provenance — the tune's."""
+def render_html(r: Summary, sections: list | tuple = (), root: Path | None = None) -> str:
+    """``sections``: extra HTML blocks (Markup, already escaped) placed before the provenance — the tune's.
+    ``root``: the study folder, which the worst pages' image paths are relative to."""
     from markupsafe import Markup
 
     # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
     plots = [(title, Markup(svg)) for title, svg in _plots(r)]
-    notes = sorted({n for v in r.variants for n in v.notes})
+    notes = report_notes(r)
     from quantgate.report.budget import budget_rows, sequential_rows
     from quantgate.report.markdown import below_minimum, test_line
 
@@ -146,4 +172,8 @@ def render_html(r: Summary, sections: list | tuple = ()) -> str:
                                                      numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
                                                      warn=below_minimum(r), sections=sections,
                                                      sequential=sequential_rows(r), budget=budget,
-                                                     budget_text=budget_text.replace("**", "").replace("`", ""))
+                                                     budget_text=budget_text.replace("**", "").replace("`", ""),
+                                                     throughput=throughput_lines(r), off_front=pareto_variants(r)[1],
+                                                     images={(name, w.page_id): page_image(w, root)
+                                                             for name, rows in r.worst_pages.items() for w in rows},
+                                                     no_worst=no_worst_lines(r), fold_chars=FOLD_CHARS, full_px=FULL_PX)

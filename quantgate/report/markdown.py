@@ -5,6 +5,7 @@ from __future__ import annotations
 from quantgate.report.budget import budget_rows, sequential_rows
 from quantgate.report.engine import engine_differences, engine_table
 from quantgate.report.numerics import numerics_rows
+from quantgate.report.speed import BF16_KERNELS, quantized_speed, report_notes, slo_text, speedup_text, throughput_lines
 from quantgate.schema.summary import Summary
 from quantgate.schema.verdict import MIN_PAGES
 
@@ -91,23 +92,25 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
               "|---|---|---|---|---|---|---|---|"]
     for v in r.variants:
         for lv in v.levels:
-            sp = v.speedup.get(str(lv.concurrency))
-            lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {_f(sp, '.2f')}× | "
+            lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {speedup_text(v, lv.concurrency)} | "
                          f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
                          f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
+    measured = throughput_lines(r)
+    if measured:
+        lines += ["", *(f"- {t}" for t in measured)]
     lines += _speed_wave_lines(r)
     lines += _engine_lines(r)
     lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
               "|---|---|---|---|---|---|"]
     for v in r.variants:
         lines.append(f"| {v.name} | {v.recipe} | {v.weights_bytes / 1e6:.1f} | {_f(v.compression, '.2f')} | "
-                     f"{'yes' if v.vision_bf16 else 'no'} | {v.max_concurrency_within_slo or '–'} |")
+                     f"{'yes' if v.vision_bf16 else 'no'} | {slo_text(r, v)} |")
     lines += ["", "## Numerics", "", "What each server computed per quantized format: weights-only (activations stay "
               "16-bit) or weights+activations (W8A8, W4A4), and on what evidence.", "",
               "| variant | backend | format | computes | activations | evidence |", "|---|---|---|---|---|---|"]
     lines += [f"| {x['variant']} | {x['backend']} | {x['format']} | {x['computes']} | {x['activations']} | "
               f"{x['evidence']} |" for x in numerics_rows(r)]
-    notes = sorted({n for v in r.variants for n in v.notes})
+    notes = report_notes(r)
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     lines += _budget_lines(r)
@@ -133,8 +136,9 @@ def _speed_wave_lines(r: Summary) -> list[str]:
             iv = v.speedup_interval.get(str(lv.concurrency))
             waves = ", ".join(f"{w.output_tokens_per_s:.1f}" for w in lv.waves) or "–"
             more = f" (+{lv.incomplete_waves} incomplete)" if lv.incomplete_waves else ""
+            ratio = _interval_cell(iv) if quantized_speed(v) else BF16_KERNELS
             out.append(f"| {v.name} | {lv.concurrency} | {len(lv.waves)} × {lv.per_wave}{more} | {waves} | "
-                       f"{_interval_cell(iv)} | {'yes' if lv.ignore_eos else 'no'} |")
+                       f"{ratio} | {'yes' if lv.ignore_eos else 'no'} |")
     return out
 
 

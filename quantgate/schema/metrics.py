@@ -24,6 +24,9 @@ class MetricSpec(BaseModel):
     doc: str
     margin: float  # default margin, in the metric's units, for the mean over pages
     margin_why: str  # one line: what a shift of one margin means on a page
+    # A family is scored only when asked for (``--metrics omnidoc`` or by name), not by default: its metrics
+    # need block-level truth and a page without the category is not scored on them (docs/metrics.md).
+    family: str | None = None
 
     @property
     def margin_ceiling(self) -> float:
@@ -50,7 +53,29 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
     MetricSpec(name="checks", higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
                doc="pass rate of olmOCR-bench checks as upstream scores them (present/absent/order/table/baseline/format/"
                    "footnote/math); math renders KaTeX in headless Chromium and is skipped, counted by reason, without it"),
+    *(MetricSpec(name=n, higher_is_better=hib, range=(0.0, 1.0), margin=m, margin_why=why, doc=doc, family="omnidoc")
+      for n, hib, m, why, doc in (
+        ("omnidoc_text_edit", False, 0.01, "one character in a hundred of the page's matched text blocks",
+         "OmniDocBench text-block edit distance (quick_match; letters, digits and CJK only); pages with text truth"),
+        ("omnidoc_formula_edit", False, 0.02,
+         "one LaTeX token character in fifty (normalised LaTeX varies more than text between equal renderings)",
+         "OmniDocBench display-formula edit distance on normalised LaTeX; pages whose truth has display formulas"),
+        ("omnidoc_table_teds", True, 0.02, "about one wrong cell in a 7 x 7 table (one node of ~57)",
+         "OmniDocBench table TEDS (structure and cell text), the page's mean over its truth tables"),
+        ("omnidoc_table_teds_struct", True, 0.02, "about one misplaced cell in a 7 x 7 table",
+         "OmniDocBench table TEDS, structure only, the page's mean over its truth tables"),
+        ("omnidoc_table_edit", False, 0.02, "one character in fifty of the page's normalised table HTML",
+         "OmniDocBench table edit distance on normalised HTML; pages whose truth has tables"),
+        ("omnidoc_reading_order_edit", False, 0.02,
+         "one swap of two blocks on one page in five, on pages of about twenty blocks",
+         "OmniDocBench reading-order edit distance over the matched text blocks' truth order"),
+    )),
 )}
+
+FAMILIES: dict[str, list[str]] = {}
+for _spec in METRICS.values():
+    if _spec.family:
+        FAMILIES.setdefault(_spec.family, []).append(_spec.name)
 
 
 def metric_spec(name: str) -> MetricSpec:

@@ -49,3 +49,13 @@ class PageScore(Record):
     values: dict[str, float | None]
     tables: dict[str, list[float]] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+
+
+class SetScores(Record):
+    """A page set's values as upstream aggregates them (TEDS per table, edit distances per page; None: no page
+    scored), how many pages each metric was scored on of those with truth, and every page's notes."""
+
+    set_values: dict[str, float | None]
+    pages_scored: dict[str, int]
+    pages_with_truth: int
+    notes: list[str] = Field(default_factory=list)

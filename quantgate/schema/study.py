@@ -45,7 +45,7 @@ class SynthPages(_S):
     n: Annotated[int, _Num, Field(ge=2)]
     seed: NonNegativeInt = 0
     profile: Literal["doc", "simple", "reader"] = "doc"
-    calibration_fraction: Annotated[float, _Num, Field(ge=0, lt=1)] = 0.2
+    calibration_fraction: Annotated[float, _Num, Field(ge=0, lt=1)] = 0.2  # a study scores held-out pages
     noise: Annotated[float, _Num, Field(ge=0, le=1)] = 0.03
     pages_per_document: PositiveInt = 1  # `pages synth --pages-per-document`
 

@@ -121,6 +121,8 @@ class WorstPage(Record):
     truth: str | None
     baseline_output: str | None
     variant_output: str | None
+    # the page image: relative to the study folder when inside it, else absolute; the report embeds a thumbnail
+    image: str | None = None
 
 
 class Provenance(Record):

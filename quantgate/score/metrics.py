@@ -1,6 +1,7 @@
 """The metric registry: each metric's implementation, bound by ``@metric(name)`` to its spec in
 ``quantgate.schema.metrics`` (direction, range, declared margin), with what it needs (truth text or checks)
-and its worst value, which empty or missing predictions get (counted, never dropped)."""
+and its worst value, which empty or missing predictions get (counted, never dropped). The OmniDocBench family
+(``needs="omnidoc"``) reads the page's block-level truth and scores an empty prediction by its own protocol."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from quantgate.errors import InputError
-from quantgate.schema.metrics import METRICS, MetricSpec
+from quantgate.schema.metrics import FAMILIES, METRICS, MetricSpec
 from quantgate.score.normalize import DEFAULT, Normalization
 from quantgate.score.tokenize import words
+
+# truth: the page's truth text; checks: its olmOCR checks; omnidoc: its OmniDocBench truth (the JSON record
+# next to the truth, ``io.pageset.OMNIDOC_SUFFIX``, else the truth markdown split into blocks).
+Needs = Literal["truth", "checks", "omnidoc"]
 
 
 @dataclass(frozen=True)
 class Metric:
     spec: MetricSpec
-    needs: Literal["truth", "checks"]
+    needs: Needs
     worst: float
     fn: Callable[..., float | None]
 
@@ -42,7 +47,7 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def metric(name: str, *, needs: Literal["truth", "checks"], worst: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def metric(name: str, *, needs: Needs, worst: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the function below as the implementation of the metric ``name`` declares in
     ``schema.metrics.METRICS``: ``(pred, truth) -> float | None`` (``None``: not applicable to the page), or
     ``(pred, checks)`` when it ``needs`` checks."""
@@ -65,8 +70,14 @@ def get_metric(name: str) -> Metric:
 
 
 def parse_metric_list(spec: str | list[str] | None) -> list[Metric]:
-    names = spec.split(",") if isinstance(spec, str) else (spec or list(REGISTRY))
-    return [get_metric(n.strip()) for n in names if n.strip()]
+    """Names (or a family's name, e.g. ``omnidoc``) → metrics; none given: every metric outside a family."""
+    names = spec.split(",") if isinstance(spec, str) else (spec or [n for n, m in REGISTRY.items() if not m.spec.family])
+    out: list[Metric] = []
+    for n in (n.strip() for n in names):
+        for name in FAMILIES.get(n, [n] if n else []):
+            if get_metric(name) not in out:
+                out.append(get_metric(name))
+    return out
 
 
 @metric("ned", needs="truth", worst=1.0)
@@ -118,8 +129,24 @@ def _checks(pred: str, checks: list[dict]) -> float | None:
     return checks_pass_rate(checks, pred)[0] if checks else None
 
 
-def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict]) -> float | None:
-    """None: not applicable to this page (no truth, no checks, no tables)."""
+def _register_omnidoc() -> None:
+    from quantgate.score.omnidoc.adapter import metric_fn
+
+    for name in FAMILIES["omnidoc"]:
+        metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(metric_fn(name))
+
+
+_register_omnidoc()
+
+
+def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict],
+              omnidoc_truth: str | None = None) -> float | None:
+    """None: not applicable to this page (no truth, no checks, no tables; for the OmniDocBench family,
+    nothing of the metric's category in the page's truth)."""
+    if metric.needs == "omnidoc":
+        # The protocol scores an empty prediction itself (every truth block unmatched) and still leaves a
+        # page without the category unscored, so the worst value is never substituted here.
+        return None if omnidoc_truth is None else metric.fn(pred or "", omnidoc_truth)
     if metric.needs == "truth" and truth is None:
         return None
     if metric.needs == "checks" and not checks:

@@ -78,6 +78,11 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None,
     return preds
 
 
+def model_texts(preds: Mapping[str, Prediction]) -> dict[str, str]:
+    """page id → the model's text, for the pages whose request did not fail (what a whole-set value averages)."""
+    return {pid: out.text or "" for pid, out in ((k, _output(v)) for k, v in preds.items()) if out.failed is None}
+
+
 def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metric], split: str | None = None,
                 progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[ScoreRow]:
     """One row per page of the split (``only``: of these pages of it), with its ``document``. A page with no
@@ -90,9 +95,10 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
         if only is not None and p.id not in only:
             continue
         truth = ps.truth_text(p)
+        omnidoc = ps.omnidoc_truth_text(p) if any(m.needs == "omnidoc" for m in metrics) else None
         if p.id not in preds:
             row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
-                           **{m.name: score_one(m, None, truth, p.checks) for m in metrics})
+                           **{m.name: score_one(m, None, truth, p.checks, omnidoc) for m in metrics})
         else:
             out = _output(preds[p.id])
             error: Literal["request failed"] | None = None if out.failed is None else "request failed"
@@ -101,7 +107,7 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
                            error=error, truncated=out.truncated,
                            # what compare --exact compares: the text itself, not its score
                            output_sha256=None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                           **{m.name: None if error else score_one(m, text, truth, p.checks) for m in metrics})
+                           **{m.name: None if error else score_one(m, text, truth, p.checks, omnidoc) for m in metrics})
         rows.append(row)
         if progress:
             progress(p.id)

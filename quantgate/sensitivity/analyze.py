@@ -208,6 +208,9 @@ class _Analysis:
         reference = Reference(**self.header["reference"])
         log(f"reference: {len(prompts)} page(s), {reference.tokens} answer tokens ({reference.rounds} verification "
             f"round(s), {reference.pages_generated} page(s) generated)")
+        thin = thin_calibration(len(prompts), reference.tokens)
+        if thin:
+            log(f"warning: {thin}")
         replay = _replay_plan(model, st["specs"], st["modules"]) if self.o.replay_upstream \
             else {s.name: [] for s in st["specs"]}
         record = sorted({n for names in replay.values() for n in names})
@@ -365,3 +368,19 @@ def _sizes(model, modules, embeddings, specs) -> tuple[Sizes, dict[str, int]]:
         fixed_decode += b
     grouped = sum(weight_bytes[n] for n in in_group)
     return Sizes(bf16_bytes=total, fixed_bytes=total - grouped, fixed_decode_bytes=fixed_decode), weight_bytes
+
+
+# Below these the groups' KL is read from too few tokens to rank them (a rule of thumb, not measured here: a
+# page's tokens are correlated, so pages count as much as tokens): said, not refused — a smoke run is fine.
+THIN_PAGES = 8
+THIN_TOKENS = 1000
+
+
+def thin_calibration(pages: int, tokens: int) -> str | None:
+    """What is thin about measuring on ``pages`` pages and ``tokens`` scored answer tokens (None: nothing)."""
+    if pages >= THIN_PAGES and tokens >= THIN_TOKENS:
+        return None
+    return (f"thin calibration: the KL of every group is measured on {pages} page(s) and {tokens} answer token(s) "
+            f"(fewer than {THIN_PAGES} pages or {THIN_TOKENS} tokens); the ranking of groups may not hold on other "
+            "pages — give more calibration pages (--samples, a larger calibration split) or longer answers "
+            "(--max-new-tokens)")

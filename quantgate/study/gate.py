@@ -73,7 +73,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
     where = str(out / SUMMARY)
     st = parse_record(Study, rep.study, where=f"{where}: study")  # every number checked as it is parsed
     if study_file is not None:
-        _same_study(st, load_study(study_file), where, study_file)
+        _same_study(st, load_study(study_file), where, study_file, out)
     _consistent(rep, st, where)
     for m, value in rep.inputs.margins.items():
         check_margin(m, value, where=f"{where}: inputs.margins.{m}")
@@ -137,10 +137,21 @@ def _line(variant: str, label: str, r: Verdict) -> str:
     return text if r.verdict == "within_noise" else f"{text} — {r.message}"
 
 
-def _same_study(echoed, declared, where: str, study_file: Path) -> None:
-    a, b = echoed.model_dump(exclude={"output"}), declared.model_dump(exclude={"output"})
+def _same_study(echoed, declared, where: str, study_file: Path, out: Path) -> None:
+    """The echo is the declared study, paths compared as the study file's folder resolves them. After
+    ``quantgate tune`` the echo is its last trial's study (tune.study.trial_study): the declared variants first,
+    then trials named ``<tune>-t<k>`` by a tune recorded in ``out/tune/<tune>/``; nothing else may differ."""
+    from quantgate.study.spec import absolute_study
+
+    base = Path(study_file).resolve().parent
+    a, b = (absolute_study(x, base).model_dump(mode="json") for x in (echoed, declared))
+    tunes = [p.parent.name for p in (out / "tune").glob("*/tune.json")]
+    extra = a["variants"][len(b["variants"]):]
+    if a["variants"][:len(b["variants"])] == b["variants"] and all(
+            any(v["name"].startswith(f"{t}-t") for t in tunes) for v in extra):
+        a["variants"] = b["variants"]  # a tune's trials, beside the declared variants
     for k in b:
-        if a.get(k) != b[k]:
+        if k != "output" and a.get(k) != b[k]:
             raise _Invalid(f"{where}: study.{k} is {a.get(k)!r} but {study_file} declares {b[k]!r}: this folder was "
                            "not made by that study, or summary.json was edited")
 

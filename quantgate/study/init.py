@@ -23,9 +23,10 @@ from quantgate.errors import InputError
 
 # Presets a study proposes by default (the demo's set); the harmful ones exist for gate tests.
 PROPOSED = ("fp8-dynamic", "nvfp4", "mixed")
-# Margins the demo and docs/study.md use, for metrics whose registry entry declares none yet.
-FALLBACK_MARGINS = {"ned": 0.01, "cer": 0.01, "wer": 0.01, "bow_f1": 0.02, "table_teds": 0.02, "checks": 0.02}
-MIN_PAGES_PER_VERDICT = 20  # what the statistics need (docs/statistics.md)
+# A page of markdown rarely needs more (a dense A4 page of text is ~1.5k words, ~3k tokens in a BPE vocabulary):
+# above it, 1.5x the longest truth is a truth tokenized badly (a byte-level toy tokenizer) or a page no parser
+# should answer in one request, and every request's budget — and a runaway output's time — would follow it.
+MAX_TOKENS_CAP = 8192
 _TABLE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+", re.M)  # a markdown table's separator row
 
 
@@ -51,6 +52,7 @@ class PageFacts:
     tables: bool
     truth_tokens_max: int | None
     imported: str | None = None  # the `pages import` command init ran, if it imported
+    heldout_documents: int = 0
     warnings: list[str] = field(default_factory=list)
 
 
@@ -101,14 +103,14 @@ def _token_counter(model: Path):
     return lambda text: math.ceil(len(text) / 3)
 
 
-def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: Path | None = None,
+def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: list[Path] | None = None,
                   import_to: Path | None = None) -> PageFacts:
     """A page set as is, or a folder/file of images and PDFs imported into ``import_to``."""
     from quantgate.io.pageset import load_pageset
     from quantgate.pages.importer import ImportOptions, import_pages
 
     pages = Path(pages)
-    imported = None
+    imported, import_warnings = None, []
     if (pages / "pages.jsonl").is_file():
         if truth or checks:
             raise InputError(f"--pages {pages}: is a page set already; --truth and --checks apply when importing "
@@ -119,12 +121,14 @@ def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None
         if pset_dir.exists() and any(pset_dir.iterdir()):
             raise InputError(f"{pset_dir}: exists and is not empty; init imports the pages there — remove it, or pass "
                              "--pages-out DIR, or give the existing page set as --pages")
-        import_pages([pages], pset_dir, ImportOptions(truth_dir=truth, checks_file=checks))
+        import_warnings = import_pages([pages], pset_dir, ImportOptions(truth_dir=truth, checks_file=checks)).warnings
         imported = " ".join(["quantgate pages import", shlex.quote(str(pages)), "-o", shlex.quote(str(pset_dir))]
                             + (["--truth", shlex.quote(str(truth))] if truth else [])
-                            + (["--checks", shlex.quote(str(checks))] if checks else []))
+                            + [x for c in checks or [] for x in ("--checks", shlex.quote(str(c)))])
     try:
-        return _page_facts(load_pageset(pset_dir), model, imported)
+        facts = _page_facts(load_pageset(pset_dir), model, imported)
+        facts.warnings[:0] = import_warnings  # pages without truth or checks, by id: not dropped silently
+        return facts
     except BaseException:
         if imported:  # refused: the pages init imported go too
             shutil.rmtree(pset_dir, ignore_errors=True)
@@ -136,7 +140,8 @@ def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
     held = ps.split("heldout")
     truths = [t for t in (ps.truth_text(p) for p in held) if t is not None]
     facts = PageFacts(pset_dir, len(ps.pages), len(held), len(ps.split("calibration")), len(truths),
-                      sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported)
+                      sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported,
+                      heldout_documents=len({_document(p) for p in held}))
     if not held:
         raise InputError(f"{pset_dir}: no held-out pages to score ({facts.n} page(s), all in the calibration split); "
                          "import more pages or a smaller --calibration-fraction")
@@ -146,19 +151,34 @@ def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
     if truths:
         count = _token_counter(Path(model))
         facts.truth_tokens_max = max(count(t) for t in truths)
-    if facts.heldout < MIN_PAGES_PER_VERDICT:
-        facts.warnings.append(f"only {facts.heldout} held-out page(s): the statistics need at least "
-                              f"{MIN_PAGES_PER_VERDICT} for a verdict; add pages before trusting one")
+    facts.warnings += _too_few(facts)
     return facts
 
 
-def default_margin(metric: str) -> tuple[float, str]:
-    """The metric registry's declared margin when it has one, else the demo's."""
-    from quantgate.score import get_metric
+def _document(page) -> str:
+    # the document a page belongs to: its own field where pages carry one, else the file it came from (one PDF)
+    return getattr(page, "document", None) or page.source.file
 
-    m = getattr(get_metric(metric), "default_margin", None)
-    return (float(m), "the metric registry's default") if m is not None else (FALLBACK_MARGINS.get(metric, 0.01),
-                                                                                 "the demo's value")
+
+def _too_few(facts: PageFacts) -> list[str]:
+    """What the verdict's own minimums (``judge.clustered``) say about the held-out split, in its words."""
+    from quantgate.judge.clustered import MIN_DOCUMENTS, MIN_PAGES
+
+    out = []
+    if facts.heldout < MIN_PAGES:
+        out.append(f"only {facts.heldout} held-out page(s): a verdict needs at least {MIN_PAGES} scored pages, so every "
+                   "verdict will be inconclusive (too_few_pages); add pages")
+    if facts.heldout_documents < MIN_DOCUMENTS:
+        out.append(f"only {facts.heldout_documents} held-out document(s) (pages of one source file count as one): a "
+                   f"verdict needs at least {MIN_DOCUMENTS} documents (too_few_documents); add documents")
+    return out
+
+
+def default_margin(metric: str) -> tuple[float, str]:
+    """The margin a study without ``margins:`` would use (the registry's), so the YAML shows what runs."""
+    from quantgate.schema.metrics import declared_margin
+
+    return declared_margin(metric, None)[0], "the metric registry's defaults"
 
 
 def _cuda() -> bool:
@@ -266,9 +286,7 @@ def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, v
     else:
         raise InputError(f"--backend {backend}: init writes transformers, vllm or openai studies")
     if pf.truth_tokens_max:
-        mt = max(256, 64 * math.ceil(pf.truth_tokens_max * 1.5 / 64))
-        L.append(f"max_tokens: {mt}  # 1.5x the longest held-out truth ({pf.truth_tokens_max} tokens by the model's "
-                 "tokenizer)")
+        L.append(max_tokens_line(pf.truth_tokens_max))
     else:
         L.append("max_tokens: 4096  # no truth to size it from: a full page of markdown")
     L.append(f"metrics: {_flow(metrics)}  # " + "; ".join(
@@ -276,13 +294,25 @@ def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, v
                     "table_teds: the truth has tables" if pf.tables else "",
                     "checks: olmOCR-bench checks on the pages" if pf.heldout_checks else ""] if x))
     srcs = sorted({src for _, src in margins.values()})
-    L += [f"# Equivalence margins ({' / '.join(srcs)}): a variant is within noise only when the 90% interval of its",
-          "# mean difference from BF16 lies inside ±margin (docs/statistics.md). Set them to what your users notice.",
+    L += [f"# Non-inferiority margins ({' / '.join(srcs)}): a variant is within noise only when the 90% interval of its",
+          "# mean difference from BF16 shows it at worst one margin worse (one-sided at 95%; `test: equivalence` also",
+          "# fails a variant suspiciously better; docs/statistics.md). Set them to what your users notice.",
           f"margins: {_flow({m: v for m, (v, _) in margins.items()})}",
           "seed: 0", f"output: {_flow(name + '-out')}",
           "# lm-eval beside the pages (docs/lmeval.md): the page-heading task, or your own tasks. Uncomment to add:",
           f"# lm_eval: {{page_task: true, limit: {min(32, pf.heldout)}, margin: 0.05}}"]
     return "\n".join(L) + "\n"
+
+
+def max_tokens_line(truth_tokens_max: int) -> str:
+    """``max_tokens``: 1.5x the longest held-out truth, rounded up to 64, at least 256 and at most
+    :data:`MAX_TOKENS_CAP`, with the comment saying which."""
+    mt = max(256, 64 * math.ceil(truth_tokens_max * 1.5 / 64))
+    if mt > MAX_TOKENS_CAP:
+        return (f"max_tokens: {MAX_TOKENS_CAP}  # capped: 1.5x the longest held-out truth would be {mt} "
+                f"({truth_tokens_max} tokens by the model's tokenizer); pages longer than the cap are cut in every "
+                "variant alike. Raise it if your pages really are that long")
+    return f"max_tokens: {mt}  # 1.5x the longest held-out truth ({truth_tokens_max} tokens by the model's tokenizer)"
 
 
 def write_study(yaml_path: Path, text: str, overwrite: bool = False) -> None:

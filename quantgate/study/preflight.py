@@ -26,6 +26,7 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
     from quantgate.study.spec import resolve_path
 
     model = resolve_path(base, st.model)
+    check_recipes(st, model)
     cluster = None
     if ray or st.cluster:
         from quantgate.study.cluster import open_cluster
@@ -38,6 +39,24 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
             cluster.close()
         raise
     return Prepared(placement, cluster)
+
+
+def check_recipes(st, model: Path) -> None:
+    """Every variant's recipe read and planned against the model (its meta-device build, read once) before the
+    first quantize: a typo in the last variant's recipe is found before BF16 has been written, not after."""
+    from quantgate.errors import InputError
+    from quantgate.quantize.plan import make_plan, model_modules
+    from quantgate.quantize.recipes import load_recipe
+
+    modules = None
+    for v in st.variants:
+        try:
+            recipe = load_recipe(v.recipe)
+            if model.is_dir():  # a model only the cluster's nodes can see is planned there
+                modules = modules or model_modules(model)
+                make_plan(model, recipe, modules=modules)
+        except InputError as e:
+            raise InputError(f"variant {v.name!r}: {e}") from None
 
 
 def prepare_study(study_path: Path, out: Path, ray: str | None = None) -> Prepared:

@@ -74,3 +74,33 @@ def resolve_path(base: Path, p: str) -> Path:
     """A path written in a study: relative to the study file's folder unless absolute."""
     q = Path(p)
     return q if q.is_absolute() else (base / q)
+
+
+def recipe_ref(recipe: str, base: Path) -> str:
+    """A variant's recipe as a study run from anywhere reads it: a preset's name, else the file's absolute path
+    (``run_study`` reads it as given; the study's folder is the intent)."""
+    from quantgate.quantize.recipes import PRESETS_DIR
+
+    if (PRESETS_DIR / f"{recipe}.yaml").is_file():
+        return recipe
+    for cand in (Path(recipe), base / recipe):
+        if cand.is_file():
+            return str(cand.resolve())
+    return recipe
+
+
+def absolute_study(st: Study, base: Path) -> Study:
+    """The study with every path absolute, as read from ``base``: what a copy of it written elsewhere (a tune's
+    trial study) holds, and what the gate compares a folder's echo with. A copy, not validated again: a tune's
+    user study may hold the baseline alone."""
+    upd: dict = {"model": str(resolve_path(base, st.model).resolve()),
+                 "variants": [v.model_copy(update={"recipe": recipe_ref(v.recipe, base)}) for v in st.variants]}
+    if st.pages.path:
+        upd["pages"] = st.pages.model_copy(update={"path": str(resolve_path(base, st.pages.path).resolve())})
+    if st.lm_eval and st.lm_eval.include_path:
+        upd["lm_eval"] = st.lm_eval.model_copy(
+            update={"include_path": str(resolve_path(base, st.lm_eval.include_path).resolve())})
+    cc = getattr(st.backend, "compile_cache", None)
+    if cc and cc.lower() != "none":
+        upd["backend"] = st.backend.model_copy(update={"compile_cache": str(resolve_path(base, cc).resolve())})
+    return st.model_copy(update=upd)

@@ -36,6 +36,19 @@ def worst_pages(st: Study, ps: PageSet, out: Path, scores: dict[tuple[str, int],
         rows.sort()
         res[v.name] = [WorstPage(page_id=pid, metric=metric.name, baseline_value=b, variant_value=c,
                                  truth=ps.truth_text(pages[pid]) if pid in pages else None,
-                                 baseline_output=outputs[st.baseline].get(pid), variant_output=outputs[v.name].get(pid))
+                                 baseline_output=outputs[st.baseline].get(pid), variant_output=outputs[v.name].get(pid),
+                                 image=_image(ps, pages.get(pid), out))
                        for _, pid, b, c in rows[:k]]
     return res
+
+
+def _image(ps: PageSet, page, out: Path) -> str | None:
+    """Where the report finds the page's image: relative to the study folder when inside it (a moved folder
+    keeps it), else absolute."""
+    if page is None:
+        return None
+    path = ps.image_path(page).resolve()
+    try:
+        return path.relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return str(path)

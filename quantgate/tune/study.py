@@ -22,32 +22,12 @@ def study_settings_sha(st) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
-def _recipe_ref(recipe: str, base: Path) -> str:
-    from quantgate.quantize.recipes import PRESETS_DIR
-
-    if (PRESETS_DIR / f"{recipe}.yaml").is_file():
-        return recipe
-    for cand in (Path(recipe), base / recipe):  # run_study reads it as given; the study's folder is the intent
-        if cand.is_file():
-            return str(cand.resolve())
-    return recipe
-
-
 def trial_study(st, base: Path, out: Path, variants: list[tuple[str, str]], limit: int | None) -> dict:
     """The user's study with every path absolute (the YAML lives in the tune folder), the tune's
     variants added and the trial's page limit."""
-    from quantgate.study.spec import resolve_path
+    from quantgate.study.spec import absolute_study
 
-    d = st.model_dump(mode="json")
-    d["model"] = str(resolve_path(base, st.model).resolve())
-    if st.pages.path:
-        d["pages"]["path"] = str(resolve_path(base, st.pages.path).resolve())
-    if st.lm_eval and st.lm_eval.include_path:
-        d["lm_eval"]["include_path"] = str(resolve_path(base, st.lm_eval.include_path).resolve())
-    cc = d["backend"].get("compile_cache")
-    if cc and cc.lower() != "none":
-        d["backend"]["compile_cache"] = str(resolve_path(base, cc).resolve())
-    d["variants"] = [{**v, "recipe": _recipe_ref(v["recipe"], base)} for v in d["variants"]]
+    d = absolute_study(st, base).model_dump(mode="json")
     own = {v["name"] for v in d["variants"]}
     d["variants"] += [{"name": n, "recipe": r} for n, r in variants if n not in own]
     d["output"] = str(out.resolve())

@@ -391,8 +391,12 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
             "calibration_pages": len(man["calibration"]["page_ids"])})
     base_levels = {lv["concurrency"]: lv for lv in runs[study["baseline"]]["levels"]}
     for v in variants:
+        # issue 28: a quantized variant served by transformers serve (BF16 kernels) has no speed-up
+        n = v["numerics"] or {}
+        bf16_kernels = bool(n.get("quantized")) and n.get("backend") == "transformers"
         v["speedup"] = {str(lv["concurrency"]): (lv["pages_per_s"] / base_levels[lv["concurrency"]]["pages_per_s"])
-                        if lv["concurrency"] in base_levels and base_levels[lv["concurrency"]]["pages_per_s"] else None
+                        if not bf16_kernels and lv["concurrency"] in base_levels
+                        and base_levels[lv["concurrency"]]["pages_per_s"] else None
                         for lv in v["levels"]}
         v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
     expected = (len(study["variants"]) - 1) * len(study["metrics"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
+from quantgate.schema.omnidoc import SetScores
 from quantgate.score.omnidoc.page import METRICS, PageScore, score_page
 from quantgate.score.omnidoc.truth import parse_truth
 
@@ -25,3 +26,14 @@ def metric_fn(name: str) -> Callable[[str, str], float | None]:
 
     fn.__name__ = name
     return fn
+
+
+def set_scores(preds: dict[str, str | None], truths: dict[str, str | None]) -> SetScores:
+    """Whole-set values as upstream aggregates them (TEDS per table, edit distances per page) over the pages
+    with truth, how many pages each metric was scored on, and the notes (skipped blocks, tables TEDS could not
+    read), each naming its page: what ``quantgate score`` prints beside the page means."""
+    from quantgate.score.omnidoc.page import aggregate, scored_counts
+
+    pages = {pid: _scores(preds.get(pid) or "", t) for pid, t in truths.items() if t is not None}
+    return SetScores(set_values=aggregate(list(pages.values())), pages_scored=scored_counts(list(pages.values())),
+                     pages_with_truth=len(pages), notes=[f"{pid}: {n}" for pid, s in pages.items() for n in s.notes])

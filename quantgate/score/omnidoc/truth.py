@@ -195,3 +195,27 @@ def truth_markdown(page: TruthPage) -> str:
         elif b.category in cat.CONTENT_FIELD and b.text:
             parts.append(b.text)
     return "\n\n".join(parts) + "\n"
+
+
+def write_truth_files(json_path: str | Path, folder: Path) -> int:
+    """OmniDocBench's JSON as a truth folder ``pages import --truth`` reads: per page, ``<id>.md`` (the scored
+    blocks as markdown, for the whole-page metrics) and ``<id>.omnidoc.json`` (its TruthPage record, for the
+    block-matched family; ``io.pageset.OMNIDOC_SUFFIX``). A page's id is its image's file name without the
+    extension, as ``pages import`` names an image's page. Returns the number of pages."""
+    from quantgate.io.fileio import atomic_write_text
+    from quantgate.io.pageset import OMNIDOC_SUFFIX
+
+    pages = load_truth(json_path)
+    if not pages:
+        raise InputError(f"{json_path}: OmniDocBench truth lists no pages")
+    ids: dict[str, str] = {}
+    for image, page in pages.items():
+        if page.page_id in ids:
+            raise InputError(f"{json_path}: images {ids[page.page_id]!r} and {image!r} give the same page id "
+                             f"{page.page_id!r}; rename one")
+        ids[page.page_id] = image
+    folder.mkdir(parents=True, exist_ok=True)
+    for page in pages.values():
+        atomic_write_text(folder / f"{page.page_id}.md", truth_markdown(page))
+        atomic_write_text(folder / f"{page.page_id}{OMNIDOC_SUFFIX}", page.model_dump_json(indent=1) + "\n")
+    return len(pages)

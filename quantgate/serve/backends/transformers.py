@@ -72,8 +72,8 @@ class TransformersBackend(Backend):
         if self.options.threads:
             notes.append(f"transformers serve ran with {self.options.threads} torch thread(s) (OMP_NUM_THREADS)")
         if not self.options.continuous_batching:
-            notes.append("transformers serve handles one request at a time: throughput is flat across "
-                         "concurrency levels; use it for accuracy, vLLM for speed")
+            notes.append("transformers serve ran without continuous batching: use it for accuracy, vLLM for speed "
+                         "(what throughput did across levels is in the Speed section, as measured)")
         return notes
 
     def numerics(self, model: Path, kernels: KernelCounts):
