@@ -69,6 +69,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
     from quantgate.schema.summary import SUMMARY, load_summary
     from quantgate.study.spec import Study, load_study
 
+    study_writing(out)
     rep = load_summary(out)
     where = str(out / SUMMARY)
     st = parse_record(Study, rep.study, where=f"{where}: study")  # every number checked as it is parsed
@@ -115,12 +116,35 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
         lines.append(f"note: verdicts on {small[0]}" + (f"–{small[-1]}" if len(small) > 1 else "") +
                      f" pages, below the calibrated minimum of {MIN_PAGES} (the study lowered min_pages to "
                      f"{st.min_pages}): a smoke test, not a calibrated verdict")
+    if pages_outside(rep.inputs.pages):
+        lines.append(OUTSIDE_NOTE)
     words = [r for _, _, r in checked]
     if all(r.verdict == "within_noise" for r in words):
         return GateResult(PASS, lines)
     if any(holm_confirmed(r) or r.verdict == "not_equivalent" for r in words):
         return GateResult(REGRESSION, lines)
     return GateResult(INCONCLUSIVE, lines)
+
+
+def study_writing(out: Path) -> None:
+    """Refuse while a study holds the folder's lock (issue 32: the gate read an old summary.json while a resumed
+    study rewrote the folder). Only tested, never taken, and nothing is created: the gate writes nothing."""
+    import fcntl
+    import os
+
+    from quantgate.study.verdicts import LOCK
+
+    try:
+        fd = os.open(out / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file (or a link in its place): no study of this quantgate is writing
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _Invalid(f"{out}: a study is writing this folder (it holds {out / LOCK}); gate it when the study "
+                       "has finished") from None
+    finally:
+        os.close(fd)
 
 
 def _line(variant: str, label: str, r: Verdict) -> str:
@@ -223,9 +247,36 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         problems.append(f"{where}: inputs.files lists no hash for {', '.join(lacking)}")
     for rel, sha in files.items():
         check(rel, sha, f"inputs.files.{rel}")
+    if not problems:
+        problems += _page_files(out, rep.inputs.pages, where)
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
+
+
+def _page_files(out: Path, pages_rel: str, where: str) -> list[str]:
+    """The judged page set's images and truths against its (hashed) pages.jsonl, when the set lies in the folder."""
+    from quantgate.io.pageset import load_pageset, verify_page_files
+
+    if pages_outside(pages_rel):
+        return []
+    try:
+        verify_page_files(load_pageset(safe_join(out, pages_rel, what=f"{where}: inputs.pages").parent))
+    except InputError as e:
+        return [str(e)]
+    return []
+
+
+def pages_outside(pages_rel: str) -> bool:
+    """Whether the study judged a page set outside its folder (it keeps only a copy of its pages.jsonl there)."""
+    from quantgate.study.verdicts import JUDGED_PAGES
+
+    return pages_rel == JUDGED_PAGES
+
+
+OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-hashed its pages.jsonl (the copy "
+                "kept here) but not its images and truths, and does not vouch for them — keep the page set inside "
+                "the study folder (pages.synth, or a path under it) for a gate that does")
 
 
 def _remake(rep, st, out: Path, where: str, decisions: dict):

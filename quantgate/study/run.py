@@ -37,20 +37,19 @@ from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
-from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
+from quantgate.study.verdicts import JUDGED_PAGES, LOCK, relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
 
 if TYPE_CHECKING:
     from quantgate.study.cluster import Cluster
     from quantgate.study.preflight import Prepared
 
-JUDGED_PAGES = "judged-pages.jsonl"
 Scores = dict[tuple[str, int], dict[str, ScoreRow]]
 
 
 def study_lock(out: Path):
-    """One study per output folder at a time."""
-    return exclusive_lock(Path(out) / ".lock", f"{out}: another quantgate study is running on this folder; wait "
+    """One study per output folder at a time (``gate`` refuses while it is held: ``study_writing``)."""
+    return exclusive_lock(Path(out) / LOCK, f"{out}: another quantgate study is running on this folder; wait "
                           "for it or use another -o")
 
 

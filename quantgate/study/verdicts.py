@@ -27,6 +27,8 @@ from quantgate.study.noise_layout import layout_note, layout_twin, mark
 from quantgate.study.spec import Study
 
 SCORES = "scores"
+JUDGED_PAGES = "judged-pages.jsonl"  # the copy of a page set's pages.jsonl when the set lies outside the folder
+LOCK = ".lock"  # held by a study while it writes the folder (``study.run.study_lock``)
 Rows = dict[str, ScoreRow]
 ReadScores = Callable[[str], Rows]
 

@@ -77,9 +77,12 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
     st = parse_record(Study, study_spec(candidates, **overrides), where="synthetic study")
     rng = np.random.default_rng(seed)
     ids = [f"p{i:03d}" for i in range(pages)]
-    (out / "pages").mkdir(parents=True)
+    (out / "pages" / "images").mkdir(parents=True)
+    for pid in ids:  # stand-in image bytes: the gate re-hashes them against pages.jsonl, nothing decodes them
+        (out / "pages" / "images" / f"{pid}.png").write_bytes(f"image of {pid}".encode())
     (out / "pages" / "pages.jsonl").write_text("".join(json.dumps(
-        {"schema_version": 1, "id": pid, "image": f"images/{pid}.png", "sha256": "0" * 64, "width": 8, "height": 8,
+        {"schema_version": 1, "id": pid, "image": f"images/{pid}.png",
+         "sha256": sha256_file(out / "pages" / "images" / f"{pid}.png"), "width": 8, "height": 8,
          "source": {"file": f"{pid}.png"}, "split": "heldout"}) + "\n" for pid in ids))
     base = {"ned": rng.beta(1, 12, pages) * (rng.random(pages) < 0.5)}
     base["cer"], base["bow_f1"] = base["ned"] * 1.1, 1 - base["ned"]
