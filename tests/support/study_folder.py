@@ -49,6 +49,20 @@ def _run(name: str, pages_per_s: dict[int, float]) -> dict:
                        split="heldout", prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
 
 
+def _requests(path: Path, ids: list[str], outputs: dict[int, list[str]]) -> None:
+    from quantgate.io.chain import Chain
+    from quantgate.schema.run import RequestRecord
+
+    chain, lines = Chain("0" * 64), []
+    for c, texts in outputs.items():
+        for i, pid in enumerate(ids):
+            rec = chain.link(RequestRecord(page_id=pid, concurrency=c, output=texts[i], start=1.0 + i, end=2.0 + i,
+                                           latency_s=1.0, finish_reason="stop").model_dump())
+            chain.advance(rec)
+            lines.append(json.dumps(rec) + "\n")
+    path.write_text("".join(lines))
+
+
 def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[ScoreRow]:
     return [ScoreRow(page_id=pid, empty=False, output_sha256=hashlib.sha256(texts[i].encode()).hexdigest(),
                      **{m: float(values[m][i]) for m in METRICS}) for i, pid in enumerate(ids)]
@@ -103,15 +117,24 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         (out / "runs" / name).mkdir(parents=True)
         (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
         dirs[name] = vdir
+    outputs = {("bf16", 1): texts}
     write_scores(out / score_file("bf16", 1), _rows(ids, base, texts))
-    vals, tx = shifted(0.002, 0.1, " (re-run)")
-    write_scores(out / score_file("bf16", 2), _rows(ids, vals, tx))
+    vals, outputs["bf16", 2] = shifted(0.002, 0.1, " (re-run)")
+    write_scores(out / score_file("bf16", 2), _rows(ids, vals, outputs["bf16", 2]))
     for name, by in candidates.items():
-        vals, tx = shifted(by, 0.4, f" ({name})")
-        write_scores(out / score_file(name, 1), _rows(ids, vals, tx))
+        vals, outputs[name, 1] = shifted(by, 0.4, f" ({name})")
+        write_scores(out / score_file(name, 1), _rows(ids, vals, outputs[name, 1]))
+    for name in speeds:  # the records the outputs were scored from, chained as serve writes them
+        _requests(out / "runs" / name / "requests.jsonl", ids, {c: t for (n, c), t in outputs.items() if n == name})
     verdicts, _ = study_verdicts(st, out)
     inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
-    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts,
-                            worst if worst is not None else {n: [] for n in candidates}, inputs=inputs)
+    if worst is None:
+        from quantgate.io.pageset import load_pageset
+        from quantgate.io.scores import read_scores
+        from quantgate.study.worst import worst_pages
+
+        scores = {(n, 1): read_scores(out / score_file(n, 1)) for n in speeds}
+        worst = worst_pages(st, load_pageset(out / "pages"), out, scores, 1)
+    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, worst, inputs=inputs)
     write_reports(summary, out)
     return out

@@ -395,4 +395,5 @@ def test_the_gate_says_it_does_not_vouch_for_a_page_set_outside_the_folder(tmp_p
     _edit(folder, lambda s: s["inputs"].update(pages=JUDGED_PAGES, files={
         (JUDGED_PAGES if k == "pages/pages.jsonl" else k): v for k, v in s["inputs"]["files"].items()}))
     code, out, _ = _cli("gate", folder)
-    assert code == 0 and "does not vouch for them" in out.splitlines()[-2], out
+    assert code == 0 and "does not vouch for them" in out.splitlines()[-3], out
+    assert "does not vouch for report.md, report.html, junit.xml" in out.splitlines()[-2]
