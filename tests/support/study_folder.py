@@ -92,12 +92,18 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
     rng = np.random.default_rng(seed)
     ids = [f"p{i:03d}" for i in range(pages)]
     (out / "pages" / "images").mkdir(parents=True)
+    (out / "pages" / "truth").mkdir()
     for pid in ids:  # stand-in image bytes: the gate re-hashes them against pages.jsonl, nothing decodes them
         (out / "pages" / "images" / f"{pid}.png").write_bytes(f"image of {pid}".encode())
+        (out / "pages" / "truth" / f"{pid}.md").write_text(f"# {pid}\n")
     (out / "pages" / "pages.jsonl").write_text("".join(json.dumps(
         {"schema_version": 1, "id": pid, "image": f"images/{pid}.png",
          "sha256": sha256_file(out / "pages" / "images" / f"{pid}.png"), "width": 8, "height": 8,
-         "source": {"file": f"{pid}.png"}, "split": "heldout"}) + "\n" for pid in ids))
+         "source": {"file": f"{pid}.png"}, "split": "heldout", "truth": f"truth/{pid}.md",
+         "truth_sha256": sha256_file(out / "pages" / "truth" / f"{pid}.md")}) + "\n" for pid in ids))
+    (out / "pages" / "pageset.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "quantgate.pageset", "created_by": "tests.support.study_folder", "seed": seed,
+         "calibration_fraction": 0.0, "n_pages": pages, "pages_sha256": sha256_file(out / "pages" / "pages.jsonl")}))
     base = {"ned": rng.beta(1, 12, pages) * (rng.random(pages) < 0.5)}
     base["cer"], base["bow_f1"] = base["ned"] * 1.1, 1 - base["ned"]
     texts = [f"page {i}" for i in range(pages)]
