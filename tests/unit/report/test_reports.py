@@ -93,10 +93,10 @@ def test_summary_built_through_the_models(study_dir):
     assert [v.path for v in s.variants] == ["variants/bf16", "variants/fp8", "variants/bad"]
     assert s.inputs.pages == "pages/pages.jsonl" and s.inputs.margins == {"ned": 0.01, "cer": 0.01, "bow_f1": 0.01}
     # issue 32: and every file a reported claim rests on (run.json, requests.jsonl, quantgate.json, pageset.json)
-    assert sorted(s.inputs.files) == ["pages/pages.jsonl", "pages/pageset.json"] + sorted([
+    assert sorted(s.inputs.files) == sorted(["pages/pages.jsonl", "pages/pageset.json"] + [
         f"{kind}/{v}/{f}" for kind, f in (("runs", "requests.jsonl"), ("runs", "run.json"),
-                                          ("variants", "quantgate.json")) for v in ("bad", "bf16", "fp8")]) + [
-        "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl", "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl"]
+                                          ("variants", "quantgate.json")) for v in ("bad", "bf16", "fp8")] + [
+        "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl", "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl"])
     assert s.inputs.files["scores/bad-c1.jsonl"] == sha256_file(out / "scores" / "bad-c1.jsonl")
     # the verdict rows keep the variant first and every Verdict field after it (what the study wrote before)
     st = Study.model_validate(s.study)
