@@ -307,15 +307,16 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
 
     c0 = st.compare_level
     scores = {(v.name, c0): read_scores(safe_join(out, score_file(v.name, c0), what="score file")) for v in st.variants}
+    pages_file = safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages")
     inside = not pages_outside(rep.inputs.pages)
-    ps = load_pageset(safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages").parent) if inside else None
-    worst = worst_pages(st, ps, out, scores, c0) if ps is not None else None
+    ps = load_pageset(pages_file.parent) if inside else _without_truths(pages_file)
+    worst = worst_pages(st, ps, out, scores, c0)
     dirs = {v.name: safe_join(out, v.path, what=f"{where}: variants.{v.name}.path") for v in rep.variants}
     seq = {v.name: v.sequential for v in rep.variants if v.sequential is not None}  # checked by _same_sequential
-    made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst or rep.worst_pages,
+    made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst,
                          lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None).model_dump()
     have = rep.model_dump()
-    if ps is None:  # the truths of pages outside the folder are not bound: compared without them
+    if not inside:  # the truths of pages outside the folder are not bound: compared without them
         for side in (made, have):
             for rows in side["worst_pages"].values():
                 for row in rows:
@@ -327,6 +328,18 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
                            "files; summary.json was edited or belongs to other files")
     if have["provenance"]["statistics"] != made["provenance"]["statistics"]:
         raise _Invalid(f"{where}: provenance.statistics is not what the study's verdicts give; summary.json was edited")
+
+
+def _without_truths(pages_file: Path):
+    """The judged pages from the kept copy of an outside set's pages.jsonl, their truths left out (not in the folder)."""
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.io.pageset import PageSet
+    from quantgate.schema.base import parse_record
+    from quantgate.schema.pages import PageRecord
+
+    pages = [parse_record(PageRecord, obj, where=f"{pages_file}:{no}").model_copy(update={"truth": None})
+             for no, obj in read_jsonl(pages_file)]
+    return PageSet(root=pages_file.parent, pages=pages, manifest=None)
 
 
 def _remake(rep, st, out: Path, where: str, decisions: dict):
