@@ -53,3 +53,8 @@ def test_a_moved_unfinished_study_with_lmeval_resumes_and_gates(tmp_path):
         assert result.code == 0, result.lines
         if pages is not None:  # images outside the study folder: copied into the task folder, found from there
             assert (moved / "lmeval" / "task" / "images").is_dir()
+    # issue 32, item 2: the lm-eval task's utils.py (code lm-eval runs) is bound by the gate
+    utils = moved / "lmeval" / "task" / "utils.py"
+    utils.write_text(utils.read_text() + "\nimport os  # edited\n")
+    result = gate(moved, lmeval=True)
+    assert result.code == 3 and "lmeval/task/utils.py changed" in result.lines[0], result.lines
