@@ -27,3 +27,10 @@ class VerificationError(QuantgateError):
     """A saved checkpoint that does not match its plan, or artifacts changed after a verdict."""
 
     exit_code = 3
+
+
+class DiskFullError(QuantgateError):
+    """A write that failed for want of space (or a file-size limit): the folder named, what was written before
+    intact (atomic writes, append-only records), the command resumable once space is freed."""
+
+    exit_code = 5

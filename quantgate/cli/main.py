@@ -67,4 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a full disk in a write no stage wraps (a library's own file): one line, not a traceback
+        from quantgate.io.fileio import disk_full, disk_full_error
+
+        if not disk_full(e):
+            raise
+        err = disk_full_error(os.path.dirname(os.path.abspath(e.filename)) if e.filename else os.getcwd(), e)
+        print(f"quantgate {args.verb}: error: {err}", file=sys.stderr)
+        return err.exit_code
 

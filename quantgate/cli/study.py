@@ -197,7 +197,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
-    from quantgate.study.gate import GateCode, gate
+    from quantgate.study.gate import NOT_VOUCHED, GateCode, gate
 
     key = None
     if a.sign:  # a bad key ends the gate before it runs: nothing judged, nothing written
@@ -211,6 +211,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
         return code
     for line in lines:
         print(line)
+    print(NOT_VOUCHED)  # what the gate did not re-derive (quantgate.study.gate)
     print({GateCode.PASS: "PASS", GateCode.REGRESSION: "FAIL: regression",
            GateCode.INCONCLUSIVE: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
     if key is not None:

@@ -16,10 +16,30 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from quantgate.errors import InputError, UnsafeInputError
+from quantgate.errors import DiskFullError, InputError, UnsafeInputError
+
+# errnos that mean "no room": the device is full, a quota is reached, or a file-size limit (RLIMIT_FSIZE) is hit
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_NO_ROOM_TEXT = ("No space left on device", "Disk quota exceeded", "File too large")
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` says a write found no room — an OSError's errno, or a library's error that only carries the
+    OS's message in its text (safetensors' SafetensorError, for one)."""
+    if isinstance(e, OSError) and e.errno in _NO_ROOM:
+        return True
+    return any(t in str(e) for t in _NO_ROOM_TEXT)
+
+
+def disk_full_error(folder: str | os.PathLike, e: BaseException) -> DiskFullError:
+    """The one line a full disk is reported with: the folder, why, and that a rerun resumes."""
+    why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200]
+    return DiskFullError(f"{folder}: no room to write ({why}); nothing already written was changed — free space "
+                         "on that device and rerun the same command to resume")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``path`` whole or not at all; a full disk is one DiskFullError naming its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -29,8 +49,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if disk_full(e):
+            raise disk_full_error(path.parent, e) from None
         raise
 
 
@@ -62,7 +84,15 @@ def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) 
     line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
     fd = _open_nofollow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "appends to")
     try:
-        os.write(fd, line)
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            # a full disk can take part of the line and return a short count instead of failing (issue 32): the
+            # part is cut again, so the file never holds half a record followed by whole ones
+            if os.write(fd, line) != len(line):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        except OSError:
+            os.ftruncate(fd, end)
+            raise
         if fsync:
             os.fsync(fd)
     finally:

@@ -79,6 +79,27 @@ class PageSet:
         return self.truth_text(page)
 
 
+def verify_page_files(ps: PageSet) -> None:
+    """Every page image and truth hashed against the sha256 pages.jsonl records for it (issue 32: a resumed study
+    reuses its records only for the pages they were made from). No size or mtime shortcut: a timestamp can be set
+    back. Raises one InputError naming the first file that differs, and how many do."""
+    problems = []
+    for p in ps.pages:
+        files = [(ps.image_path(p), p.sha256, "image")]
+        if p.truth is not None and p.truth_sha256 is not None:
+            files.append((safe_join(ps.root, p.truth, what=f"page {p.id} truth"), p.truth_sha256, "truth"))
+        for path, sha, what in files:
+            if not path.is_file():
+                problems.append(f"{path} (page {p.id}'s {what}) is missing")
+            elif sha256_file(path) != sha:
+                problems.append(f"{path} (page {p.id}'s {what}) changed since {ps.root / PAGES_FILE} was written "
+                                "(sha256 differs)")
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"{problems[0]}{more}: restore the page set, or import it again with `quantgate pages "
+                         "import` (its records are then re-made)")
+
+
 def load_pageset(root: str | Path) -> PageSet:
     root = Path(root)
     pages_file = root / PAGES_FILE

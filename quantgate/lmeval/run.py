@@ -135,7 +135,7 @@ def run_lmeval(variant: Path, backend, out: Path, *, tasks: list[str], include_p
         finally:
             _ON_RESPONSE.pop(url, None)
     fingerprint = weights_fingerprint(Path(variant)) if backend.serves_local_weights else None
-    run = LmEvalRun(variant=recorded_path(variant, record_root) if backend.serves_local_weights else str(variant),
+    run = LmEvalRun(variant=recorded_path(variant, record_root),  # relative inside the study: a moved one keeps it
                     variant_fingerprint=fingerprint, backend=backend.name, tasks=tasks,
                     include_path=recorded_path(include_path, record_root) if include_path else None,
                     limit=limit, lm_eval_version=md.version("lm_eval"))

@@ -50,27 +50,48 @@ metadata:
 """
 
 UTILS = '''# lm-eval loads this with the task ("!function utils.doc_to_image"); the code lives in quantgate.
-from quantgate.lmeval.task_utils import doc_to_image  # noqa: F401
+from pathlib import Path
+
+from quantgate.lmeval.task_utils import page_image
+
+
+def doc_to_image(doc):
+    return page_image(Path(__file__).resolve().parent, doc)
 '''
+IMAGES = "images"  # the task folder's copies of page images that lie outside the study folder
 
 
 def write_page_task(pageset_dir: Path, out_dir: Path, *, prompt: str, split: str = "heldout",
-                    limit: int | None = None, max_tokens: int = 48) -> Path:
-    """Write the task folder; returns it (pass it as the include path)."""
+                    limit: int | None = None, max_tokens: int = 48, root: Path | None = None) -> Path:
+    """Write the task folder; returns it (pass it as the include path). Each document names its page by id and
+    its image by a path relative to the task folder (issue 32: lm-eval's doc_hash covers the document, so an
+    absolute path made a moved study's documents differ): the page set's own image when it lies inside ``root``
+    (the study folder), else a copy under the task folder's ``images/``."""
+    import os
+    import shutil
+
     from quantgate.io.pageset import load_pageset
 
     ps = load_pageset(pageset_dir)
+    out_dir = Path(out_dir)
     rows = []
     for p in ps.split(split)[: limit or None]:
         if not p.truth:
             continue
         m = _HEADING.search(ps.truth_text(p))
         if m:
-            rows.append({"doc_id": p.id, "image": str(ps.image_path(p).resolve()), "heading": m.group(1)})
+            image = ps.image_path(p)
+            if root is None or not image.resolve().is_relative_to(Path(root).resolve()):
+                copy = out_dir / IMAGES / f"{p.id}{image.suffix}"
+                if not copy.is_file() or copy.read_bytes() != image.read_bytes():
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(image, copy)
+                image = copy
+            rows.append({"doc_id": p.id, "image": Path(os.path.relpath(image.resolve(), out_dir.resolve())).as_posix(),
+                         "sha256": p.sha256, "heading": m.group(1)})
     if len(rows) < 2:
         raise InputError(f"{pageset_dir}: the page task needs at least 2 {split} pages whose truth has a markdown "
                          f"heading; found {len(rows)}")
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data = out_dir / f"{PAGE_TASK}.jsonl"
     atomic_write_text(data, "".join(json.dumps(r) + "\n" for r in rows))

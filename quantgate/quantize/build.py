@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
-from quantgate.io.fileio import atomic_write_json, recorded_path, sha256_file
+from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path, sha256_file
 from quantgate.io.provenance import package_versions
 from quantgate.quantize.plan import Plan
 from quantgate.quantize.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
@@ -224,6 +224,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
                 log(f"stopped by a signal; removed the partial build {tmp}")
+            if disk_full(e):  # safetensors' SafetensorError carries only the OS's text (issue 32: a raw traceback)
+                raise disk_full_error(job.out.parent, e) from None
             raise
         finally:
             os.close(lock)

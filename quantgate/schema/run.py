@@ -39,9 +39,10 @@ ErrorKind = Literal["infrastructure", "page"]
 
 class RequestRecord(Record):
     """One line of a run's ``requests.jsonl``, appended the moment the request finishes. Schema 2 adds
-    ``error_kind`` and ``truncated``; schema-1 lines read as before (``error_kind`` None: not classified)."""
+    ``error_kind`` and ``truncated``; schema-1 lines read as before (``error_kind`` None: not classified).
+    Schema 3 adds ``prev``, the digest of the record before it (``io.chain``); older lines read as before."""
 
-    schema_version: Literal[1, 2] = 2
+    schema_version: Literal[1, 2, 3] = 3
     page_id: str
     concurrency: int
     output: str | None = None
@@ -60,6 +61,7 @@ class RequestRecord(Record):
     attempts: int = 1
     session: str | None = None  # one id per invocation, so a resumed level's speed excludes the gap
     wave: int | None = None  # a speed level's repeat (speed.jsonl, issue 30); None: a page run
+    prev: str | None = None  # schema 3: io.chain's digest of the record before (the run's anchor for the first)
 
     @model_validator(mode="after")
     def _schema_1_truncation(self) -> RequestRecord:

@@ -25,6 +25,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from quantgate.errors import QuantgateError
+from quantgate.io.chain import Chain
 from quantgate.io.fileio import append_jsonl, fsync_file
 from quantgate.schema.run import RequestRecord
 from quantgate.serve.wire import ChatChunk, ChatCompletion, Usage, WireError, model_matches, parse, server_error
@@ -290,9 +291,10 @@ async def _warm_up(client: aiohttp.ClientSession, spec: RequestSpec, load: Calla
 async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes]]], concurrency: int,
                     requests_path, session: str, warmup: bool = True,
                     on_done: Callable[[RequestRecord], None] | None = None,
-                    wave: int | None = None) -> list[RequestRecord]:
-    """Send every page once with ``concurrency`` requests in flight; append each record as it finishes
-    (``wave``: a speed level's repeat, recorded in each record)."""
+                    wave: int | None = None, chain: Chain | None = None) -> list[RequestRecord]:
+    """Send every page once with ``concurrency`` requests in flight; append each record as it finishes, linked
+    to the one before it when ``chain`` (``io.chain``) holds the file's head (``wave``: a speed level's repeat,
+    recorded in each record)."""
     records: list[RequestRecord] = []
     connector = aiohttp.TCPConnector(limit=concurrency + 1)
     # no aiohttp timeout: send_page's deadline bounds each request, retries included
@@ -315,7 +317,10 @@ async def run_level(spec: RequestSpec, pages: list[tuple[str, Callable[[], bytes
                 else:
                     rec = await send_page(client, spec, pid, await read_image(load), concurrency, session, wave)
                 try:
-                    append_jsonl(requests_path, rec.model_dump())
+                    obj = chain.link(rec.model_dump()) if chain is not None else rec.model_dump()
+                    append_jsonl(requests_path, obj)
+                    if chain is not None:
+                        chain.advance(obj)
                 except OSError as e:  # disk full, read-only: stop rather than measure what cannot be kept
                     raise RecordWriteError(f"{requests_path}: cannot append a request record ({e}); records "
                                            "already written are intact — free space and rerun to resume") from None

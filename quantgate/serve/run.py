@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from quantgate.errors import InputError, ServerError
+from quantgate.io.chain import Chain, run_anchor, verify_chain
 from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
@@ -50,19 +51,43 @@ class PageBatches(Protocol):
         called again after each batch, its records appended."""
 
 
-def load_records(run_dir: Path, *, latest: bool = True, file: str = REQUESTS) -> list[RequestRecord]:
+def load_records(run_dir: Path, *, latest: bool = True, file: str = REQUESTS,
+                 anchor: str | None = None) -> list[RequestRecord]:
     """Records so far. A torn last line (a crash mid-append) is cut off, never mixed in. A failed
     request is re-sent on resume and its new record appended; with ``latest`` only the last record
     per (page, concurrency) is kept, so nothing is counted twice. ``file=SPEED``: the speed waves, every
-    record (a wave is kept or re-sent whole, by ``speed_levels``)."""
-    path = Path(run_dir) / file
+    record (a wave is kept or re-sent whole, by ``speed_levels``). The record chain is verified (``io.chain``;
+    ``anchor``: the run the first record must belong to) and a broken one refused, naming the file."""
+    return _read_records(Path(run_dir), latest, anchor, file)[0]
+
+
+def _read_records(run_dir: Path, latest: bool, anchor: str | None,
+                  file: str = REQUESTS) -> tuple[list[RequestRecord], str | None]:
+    path = run_dir / file
     if not path.is_file():
-        return []
-    recs = [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in read_jsonl(path, repair_torn_tail=True)]
+        return [], anchor
+    lines = list(read_jsonl(path, repair_torn_tail=True))
+    head = verify_chain(path, lines, anchor)
+    recs = [parse_record(RequestRecord, obj, where=f"{path}:{no}") for no, obj in lines]
     if not latest or file == SPEED:
-        return recs
+        return recs, head
     last = {(r.page_id, r.concurrency): r for r in recs}
-    return [r for r in recs if last[(r.page_id, r.concurrency)] is r]
+    return [r for r in recs if last[(r.page_id, r.concurrency)] is r], head
+
+
+def run_anchor_of(manifest: RunManifest) -> str:
+    """The digest a run's first record points back to: what ``_resume`` takes as the same run — the variant by
+    content (by its folder's name for a backend that serves no local weights, so a moved study keeps it), the
+    backend, the pages, the prompt and the output length."""
+    m = manifest
+    return run_anchor({"variant": m.variant_fingerprint or Path(m.variant).name, "backend": m.backend,
+                       "pageset_sha256": m.pageset_sha256, "split": m.split, "prompt": m.prompt,
+                       "max_tokens": m.max_tokens, "ignore_eos": m.ignore_eos})
+
+
+def speed_anchor_of(manifest: RunManifest) -> str:
+    """The digest speed.jsonl's first record points back to: the run's anchor, as the run's speed waves."""
+    return run_anchor({"speed_waves_of": run_anchor_of(manifest)})
 
 
 def failed_levels(run_dir: Path, manifest: RunManifest) -> str | None:
@@ -191,7 +216,8 @@ def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, p
               pageset_sha256: str) -> RunManifest:
     """This run's ``run.json`` before anything is sent: what serves which pages, and how."""
     local = backend.serves_local_weights
-    return RunManifest(variant=recorded_path(variant, o.record_root) if local else str(variant),
+    # a variant inside the study folder by its relative path, local weights or not: a moved study resumes
+    return RunManifest(variant=recorded_path(variant, o.record_root),
                        variant_fingerprint=weights_fingerprint(variant) if local else None, backend=backend.name,
                        pageset=recorded_path(pageset_dir, o.record_root), pageset_sha256=pageset_sha256, split=o.split,
                        prompt=o.prompt or DEFAULT_PROMPT, max_tokens=o.max_tokens, slo_p90_latency_s=o.slo_s,
@@ -241,7 +267,8 @@ class _Run:
                  manifest: RunManifest, by_id: dict, image_bytes: Callable):
         self.variant, self.backend, self.out, self.o, self.h = variant, backend, out, o, h
         self.manifest, self.by_id, self.image_bytes = manifest, by_id, image_bytes
-        self.records = load_records(out)
+        self.records, head = _read_records(out, True, run_anchor_of(manifest))
+        self.chain = Chain(head or run_anchor_of(manifest))
         self.done = {(r.page_id, r.concurrency) for r in self.records if r.error is None}  # failed ones are re-sent
         self.session = uuid.uuid4().hex[:12]
         self.manifest.sequential = None
@@ -278,7 +305,7 @@ class _Run:
         loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in pending]
         new = asyncio.run(run_level(self.request_spec(), loads, c, self.out / REQUESTS,
                                     self.session if batch is None else f"{self.session}.{batch}", warmup=warmup,
-                                    on_done=cb))
+                                    on_done=cb, chain=self.chain))
         retried = {(r.page_id, r.concurrency) for r in new}
         self.records = [r for r in self.records if (r.page_id, r.concurrency) not in retried] + new
         self._after_send()
@@ -297,7 +324,10 @@ class _Run:
         from page k × per_wave) sent together by one client call into speed.jsonl, its own session
         (``<session>.c<c>.w<k>``), so a wave never overlaps another and ``judge.speed.split_waves`` finds it from
         the records alone. Only the level's first wave has a warm-up request."""
-        recs = load_records(self.out, file=SPEED)
+        # speed.jsonl is chained like requests.jsonl, from its own anchor (the run's, marked as its speed file)
+        anchor = speed_anchor_of(self.manifest)
+        recs, head = _read_records(self.out, False, anchor, SPEED)
+        chain = Chain(head or anchor)
         left = speed_waves_left(recs, sw)
         for c in sw.levels:
             todo = [k for (lc, k) in left if lc == c]
@@ -312,7 +342,7 @@ class _Run:
                 wave = [pages[(k * per + j) % len(pages)] for j in range(per)]
                 loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in wave]
                 recs += asyncio.run(run_level(spec, loads, c, self.out / SPEED, f"{self.session}.c{c}.w{k}",
-                                              warmup=i == 0, on_done=cb, wave=k))
+                                              warmup=i == 0, on_done=cb, wave=k, chain=chain))
                 self.manifest.speed = speed_levels(recs, sw)
                 self._after_send()
             if self.h.level_done:

@@ -69,6 +69,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
     from quantgate.schema.summary import SUMMARY, load_summary
     from quantgate.study.spec import Study, load_study
 
+    study_writing(out)
     rep = load_summary(out)
     where = str(out / SUMMARY)
     st = parse_record(Study, rep.study, where=f"{where}: study")  # every number checked as it is parsed
@@ -89,6 +90,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
                            f"{rep.inputs.margins[row.metric]:g} in inputs.margins: this quantgate's default "
                            "margin differs from the study's; declare it in the study's margins and rerun it")
     _same(rep.verdicts, pages, lambda r: (r["variant"], r["metric"]), where, "verdicts")
+    _same_claims(rep, st, out, where)
     if st.lm_eval:
         if rep.lm_eval is None:
             raise _Invalid(f"{where}: the study declares lm_eval but summary.json has no lm_eval section")
@@ -115,12 +117,35 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
         lines.append(f"note: verdicts on {small[0]}" + (f"–{small[-1]}" if len(small) > 1 else "") +
                      f" pages, below the calibrated minimum of {MIN_PAGES} (the study lowered min_pages to "
                      f"{st.min_pages}): a smoke test, not a calibrated verdict")
+    if pages_outside(rep.inputs.pages):
+        lines.append(OUTSIDE_NOTE)
     words = [r for _, _, r in checked]
     if all(r.verdict == "within_noise" for r in words):
         return GateResult(PASS, lines)
     if any(holm_confirmed(r) or r.verdict == "not_equivalent" for r in words):
         return GateResult(REGRESSION, lines)
     return GateResult(INCONCLUSIVE, lines)
+
+
+def study_writing(out: Path) -> None:
+    """Refuse while a study holds the folder's lock (issue 32: the gate read an old summary.json while a resumed
+    study rewrote the folder). Only tested, never taken, and nothing is created: the gate writes nothing."""
+    import fcntl
+    import os
+
+    from quantgate.study.verdicts import LOCK
+
+    try:
+        fd = os.open(out / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return  # no lock file (or a link in its place): no study of this quantgate is writing
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _Invalid(f"{out}: a study is writing this folder (it holds {out / LOCK}); gate it when the study "
+                       "has finished") from None
+    finally:
+        os.close(fd)
 
 
 def _line(variant: str, label: str, r: Verdict) -> str:
@@ -195,7 +220,7 @@ def _rehash(rep, st, out: Path, where: str) -> None:
     from quantgate.schema.run import RunManifest
     from quantgate.schema.variant import VariantManifest
     from quantgate.study.lmeval import lmeval_files
-    from quantgate.study.verdicts import relative_inside, used_score_files
+    from quantgate.study.verdicts import relative_inside, required_files, used_score_files
 
     problems = []
 
@@ -212,6 +237,11 @@ def _rehash(rep, st, out: Path, where: str) -> None:
             problems.append(f"{where}: variant {v.name} lists no weight files")
         for name, sha in v.files.items():
             check(f"{v.path}/{name}", sha, f"variants.{v.name}.files.{name}")
+        # every file of the folder is bound: one added beside the weights (a .py, a tokenizer map) changes what serves
+        extra = sorted(f.name for f in vdir.iterdir() if f.name not in v.files and f.name != "quantgate.json") \
+            if vdir.is_dir() else []
+        if extra:
+            problems.append(f"{vdir / extra[0]} is not among the files the verdicts were made with")
         if not problems:
             man = read_record_file(VariantManifest, vdir / "quantgate.json", missing="the variant folder is incomplete")
             if {k: f.sha256 for k, f in man.files.items()} != v.files:
@@ -221,12 +251,16 @@ def _rehash(rep, st, out: Path, where: str) -> None:
             # the weights on disk are the ones that were served (run.json's fingerprint, when it has one)
             if run.variant_fingerprint and run.variant_fingerprint != weights_fingerprint(vdir):
                 problems.append(f"{vdir}: its weights are not the ones runs/{v.name}/run.json served")
+    stray = sorted(d.name for d in (out / "variants").iterdir() if d.name not in {v.name for v in rep.variants}) \
+        if (out / "variants").is_dir() else []
+    if stray:
+        problems.append(f"{out / 'variants' / stray[0]} is a variant folder the study does not declare")
     files = rep.inputs.files
     if rep.inputs.pages not in files:
         problems.append(f"{where}: inputs.pages {rep.inputs.pages!r} has no hash in inputs.files")
     elif files[rep.inputs.pages] != rep.provenance.pageset_sha256:
         problems.append(f"{where}: inputs.files and provenance.pageset_sha256 disagree on {rep.inputs.pages}")
-    needed = used_score_files(st)
+    needed = used_score_files(st) + required_files(st)
     if st.lm_eval and not problems:
         needed += [relative_inside(f, out) or str(f) for f in lmeval_files(st, out)]
     lacking = [f for f in needed if f not in files]
@@ -234,9 +268,89 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         problems.append(f"{where}: inputs.files lists no hash for {', '.join(lacking)}")
     for rel, sha in files.items():
         check(rel, sha, f"inputs.files.{rel}")
+    if not problems:
+        problems += _page_files(out, rep.inputs.pages, where)
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
+
+
+def _page_files(out: Path, pages_rel: str, where: str) -> list[str]:
+    """The judged page set's images and truths against its (hashed) pages.jsonl, when the set lies in the folder."""
+    from quantgate.io.pageset import load_pageset, verify_page_files
+
+    if pages_outside(pages_rel):
+        return []
+    try:
+        verify_page_files(load_pageset(safe_join(out, pages_rel, what=f"{where}: inputs.pages").parent))
+    except InputError as e:
+        return [str(e)]
+    return []
+
+
+def pages_outside(pages_rel: str) -> bool:
+    """Whether the study judged a page set outside its folder (it keeps only a copy of its pages.jsonl there)."""
+    from quantgate.study.verdicts import JUDGED_PAGES
+
+    return pages_rel == JUDGED_PAGES
+
+
+OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-hashed its pages.jsonl (the copy "
+                "kept here) but not its images and truths, and does not vouch for them — keep the page set inside "
+                "the study folder (pages.synth, or a path under it) for a gate that does")
+
+
+NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels and worst pages from the files it "
+               "binds; it does not vouch for report.md, report.html, junit.xml, timings.jsonl, summary.json's "
+               "created, time_budget, provenance.packages and provenance.git_commit — rebuild the reports from the "
+               "checked summary with `quantgate report`")
+
+
+def _same_claims(rep, st, out: Path, where: str) -> None:
+    """What the report shows beside the verdicts, made again from the bound files (``build_summary`` over the
+    variants' quantgate.json and run.json; ``worst_pages`` over the score files and records) and required equal:
+    speed-ups, pages/s, sizes, formats, kernels, engine, notes, worst pages, the page set's hash."""
+    from quantgate.io.pageset import load_pageset
+    from quantgate.io.scores import read_scores
+    from quantgate.report import build_summary
+    from quantgate.study.verdicts import score_file
+    from quantgate.study.worst import worst_pages
+
+    c0 = st.compare_level
+    scores = {(v.name, c0): read_scores(safe_join(out, score_file(v.name, c0), what="score file")) for v in st.variants}
+    pages_file = safe_join(out, rep.inputs.pages, what=f"{where}: inputs.pages")
+    inside = not pages_outside(rep.inputs.pages)
+    ps = load_pageset(pages_file.parent) if inside else _without_truths(pages_file)
+    worst = worst_pages(st, ps, out, scores, c0)
+    dirs = {v.name: safe_join(out, v.path, what=f"{where}: variants.{v.name}.path") for v in rep.variants}
+    seq = {v.name: v.sequential for v in rep.variants if v.sequential is not None}  # checked by _same_sequential
+    made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst,
+                         lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None).model_dump()
+    have = rep.model_dump()
+    if not inside:  # the truths of pages outside the folder are not bound: compared without them
+        for side in (made, have):
+            for rows in side["worst_pages"].values():
+                for row in rows:
+                    row["truth"] = None
+    for part in ("variants", "worst_pages", "complete"):
+        diff = _first_difference({part: have[part]}, {part: made[part]})
+        if diff:
+            raise _Invalid(f"{where}: {diff[0]} is {diff[1]!r} in summary.json but {diff[2]!r} from the study's "
+                           "files; summary.json was edited or belongs to other files")
+    if have["provenance"]["statistics"] != made["provenance"]["statistics"]:
+        raise _Invalid(f"{where}: provenance.statistics is not what the study's verdicts give; summary.json was edited")
+
+
+def _without_truths(pages_file: Path):
+    """The judged pages from the kept copy of an outside set's pages.jsonl, their truths left out (not in the folder)."""
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.io.pageset import PageSet
+    from quantgate.schema.base import parse_record
+    from quantgate.schema.pages import PageRecord
+
+    pages = [parse_record(PageRecord, obj, where=f"{pages_file}:{no}").model_copy(update={"truth": None})
+             for no, obj in read_jsonl(pages_file)]
+    return PageSet(root=pages_file.parent, pages=pages, manifest=None)
 
 
 def _remake(rep, st, out: Path, where: str, decisions: dict):

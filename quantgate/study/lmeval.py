@@ -48,7 +48,7 @@ def plan_lmeval(st: Study, base: Path, out: Path, pages_dir: Path) -> LmEvalPlan
             raise InputError("lm_eval: page_task and include_path cannot be combined (lm-eval takes one include "
                              "path); set page_task: false or put your tasks beside the page task")
         include = write_page_task(pages_dir, out / "lmeval" / "task", prompt=st.prompt, split=st.split,
-                                  limit=spec.limit, max_tokens=min(st.max_tokens, 64))
+                                  limit=spec.limit, max_tokens=min(st.max_tokens, 64), root=out)
         tasks.append(PAGE_TASK)
     return LmEvalPlan(tasks, include, spec.limit, spec.concurrent)
 

@@ -38,20 +38,19 @@ from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
-from quantgate.study.verdicts import relative_inside, score_file, study_verdicts, verdict_inputs
+from quantgate.study.verdicts import JUDGED_PAGES, LOCK, relative_inside, score_file, study_verdicts, verdict_inputs
 from quantgate.study.worst import worst_pages
 
 if TYPE_CHECKING:
     from quantgate.study.cluster import Cluster
     from quantgate.study.preflight import Prepared
 
-JUDGED_PAGES = "judged-pages.jsonl"
 Scores = dict[tuple[str, int], dict[str, ScoreRow]]
 
 
 def study_lock(out: Path):
-    """One study per output folder at a time."""
-    return exclusive_lock(Path(out) / ".lock", f"{out}: another quantgate study is running on this folder; wait "
+    """One study per output folder at a time (``gate`` refuses while it is held: ``study_writing``)."""
+    return exclusive_lock(Path(out) / LOCK, f"{out}: another quantgate study is running on this folder; wait "
                           "for it or use another -o")
 
 
@@ -140,11 +139,12 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
 def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
     """The page set (synthesized when the study asks), a sequential study's plan (its page budget checked
     before anything is quantized or served), the lm-eval tasks, and the backend's paths resolved."""
-    from quantgate.io.pageset import load_pageset
+    from quantgate.io.pageset import load_pageset, verify_page_files
     from quantgate.judge.replay import judged_ids, make_plan
 
     pages_dir = _pages(st, base, out, clock)
     ps = load_pageset(pages_dir)
+    verify_page_files(ps)  # on every start: nothing is reused, served or scored from a page that changed
     plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit)) if st.sequential else None
     return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                 st.backend.resolved(base, out), plan)

@@ -27,6 +27,8 @@ from quantgate.study.noise_layout import layout_note, layout_twin, mark
 from quantgate.study.spec import Study
 
 SCORES = "scores"
+JUDGED_PAGES = "judged-pages.jsonl"  # the copy of a page set's pages.jsonl when the set lies outside the folder
+LOCK = ".lock"  # held by a study while it writes the folder (``study.run.study_lock``)
 Rows = dict[str, ScoreRow]
 ReadScores = Callable[[str], Rows]
 
@@ -119,11 +121,34 @@ def inside(path: Path, out: Path, what: str) -> str:
     return rel
 
 
+def bound_files(st: Study, out: Path) -> list[str]:
+    """Beyond the score files, what a reported claim rests on (issue 32, the gate binds every claim): each variant's
+    run.json (speeds, kernels, the server command), requests.jsonl (the outputs scored and shown), speed.jsonl (a
+    speed level's waves) and quantgate.json
+    (recipe, sizes, formats, weight hashes); the page set's pageset.json when it lies in the folder; the lm-eval page
+    task's files. Study-relative; those that must exist are ``required_files``."""
+    out = Path(out)
+    files = required_files(st)
+    if (out / "pages" / "pageset.json").is_file():
+        files.append("pages/pageset.json")
+    # issue 30: the speed waves the speed-up intervals are computed from
+    files += [f"runs/{v.name}/speed.jsonl" for v in st.variants if (out / "runs" / v.name / "speed.jsonl").is_file()]
+    task = out / "lmeval" / "task"
+    if st.lm_eval and task.is_dir():
+        files += sorted(p.relative_to(out).as_posix() for p in task.rglob("*") if p.is_file())
+    return files
+
+
+def required_files(st: Study) -> list[str]:
+    return [f for v in st.variants for f in (f"runs/{v.name}/run.json", f"runs/{v.name}/requests.jsonl",
+                                             f"variants/{v.name}/quantgate.json")]
+
+
 def verdict_inputs(st: Study, out: Path, pages_file: Path) -> VerdictInputs:
     """``summary.json``'s ``inputs``: the margins as used and the sha256 of every file the verdicts rest
     on, by study-relative path (``pages_file``: the judged pages.jsonl, inside the study folder)."""
     out = Path(out)
-    files = [pages_file] + [out / f for f in used_score_files(st)]
+    files = [pages_file] + [out / f for f in used_score_files(st)] + [out / f for f in bound_files(st, out)]
     if st.lm_eval:
         files += lmeval_files(st, out)
     rels = {inside(f, out, "file"): f for f in files}

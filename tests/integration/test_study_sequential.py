@@ -291,7 +291,8 @@ def _write_records(run_dir: Path, recs: list[dict]) -> None:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     for r in recs:
-        append_jsonl(run_dir / "requests.jsonl", RequestRecord(concurrency=1, **r).model_dump())
+        # schema 2: records from before the chain (issue 32), which a resumed run reads and chains on after
+        append_jsonl(run_dir / "requests.jsonl", RequestRecord(concurrency=1, schema_version=2, **r).model_dump())
 
 
 def test_the_baseline_pass_sends_a_failing_page_once_per_run(tmp_path):

@@ -49,6 +49,20 @@ def _run(name: str, pages_per_s: dict[int, float]) -> dict:
                        split="heldout", prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
 
 
+def _requests(path: Path, ids: list[str], outputs: dict[int, list[str]]) -> None:
+    from quantgate.io.chain import Chain
+    from quantgate.schema.run import RequestRecord
+
+    chain, lines = Chain("0" * 64), []
+    for c, texts in outputs.items():
+        for i, pid in enumerate(ids):
+            rec = chain.link(RequestRecord(page_id=pid, concurrency=c, output=texts[i], start=1.0 + i, end=2.0 + i,
+                                           latency_s=1.0, finish_reason="stop").model_dump())
+            chain.advance(rec)
+            lines.append(json.dumps(rec) + "\n")
+    path.write_text("".join(lines))
+
+
 def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[ScoreRow]:
     return [ScoreRow(page_id=pid, empty=False, output_sha256=hashlib.sha256(texts[i].encode()).hexdigest(),
                      **{m: float(values[m][i]) for m in METRICS}) for i, pid in enumerate(ids)]
@@ -77,10 +91,19 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
     st = parse_record(Study, study_spec(candidates, **overrides), where="synthetic study")
     rng = np.random.default_rng(seed)
     ids = [f"p{i:03d}" for i in range(pages)]
-    (out / "pages").mkdir(parents=True)
+    (out / "pages" / "images").mkdir(parents=True)
+    (out / "pages" / "truth").mkdir()
+    for pid in ids:  # stand-in image bytes: the gate re-hashes them against pages.jsonl, nothing decodes them
+        (out / "pages" / "images" / f"{pid}.png").write_bytes(f"image of {pid}".encode())
+        (out / "pages" / "truth" / f"{pid}.md").write_text(f"# {pid}\n")
     (out / "pages" / "pages.jsonl").write_text("".join(json.dumps(
-        {"schema_version": 1, "id": pid, "image": f"images/{pid}.png", "sha256": "0" * 64, "width": 8, "height": 8,
-         "source": {"file": f"{pid}.png"}, "split": "heldout"}) + "\n" for pid in ids))
+        {"schema_version": 1, "id": pid, "image": f"images/{pid}.png",
+         "sha256": sha256_file(out / "pages" / "images" / f"{pid}.png"), "width": 8, "height": 8,
+         "source": {"file": f"{pid}.png"}, "split": "heldout", "truth": f"truth/{pid}.md",
+         "truth_sha256": sha256_file(out / "pages" / "truth" / f"{pid}.md")}) + "\n" for pid in ids))
+    (out / "pages" / "pageset.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "quantgate.pageset", "created_by": "tests.support.study_folder", "seed": seed,
+         "calibration_fraction": 0.0, "n_pages": pages, "pages_sha256": sha256_file(out / "pages" / "pages.jsonl")}))
     base = {"ned": rng.beta(1, 12, pages) * (rng.random(pages) < 0.5)}
     base["cer"], base["bow_f1"] = base["ned"] * 1.1, 1 - base["ned"]
     texts = [f"page {i}" for i in range(pages)]
@@ -100,15 +123,24 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         (out / "runs" / name).mkdir(parents=True)
         (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
         dirs[name] = vdir
+    outputs = {("bf16", 1): texts}
     write_scores(out / score_file("bf16", 1), _rows(ids, base, texts))
-    vals, tx = shifted(0.002, 0.1, " (re-run)")
-    write_scores(out / score_file("bf16", 2), _rows(ids, vals, tx))
+    vals, outputs["bf16", 2] = shifted(0.002, 0.1, " (re-run)")
+    write_scores(out / score_file("bf16", 2), _rows(ids, vals, outputs["bf16", 2]))
     for name, by in candidates.items():
-        vals, tx = shifted(by, 0.4, f" ({name})")
-        write_scores(out / score_file(name, 1), _rows(ids, vals, tx))
+        vals, outputs[name, 1] = shifted(by, 0.4, f" ({name})")
+        write_scores(out / score_file(name, 1), _rows(ids, vals, outputs[name, 1]))
+    for name in speeds:  # the records the outputs were scored from, chained as serve writes them
+        _requests(out / "runs" / name / "requests.jsonl", ids, {c: t for (n, c), t in outputs.items() if n == name})
     verdicts, _ = study_verdicts(st, out)
     inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
-    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts,
-                            worst if worst is not None else {n: [] for n in candidates}, inputs=inputs)
+    if worst is None:
+        from quantgate.io.pageset import load_pageset
+        from quantgate.io.scores import read_scores
+        from quantgate.study.worst import worst_pages
+
+        scores = {(n, 1): read_scores(out / score_file(n, 1)) for n in speeds}
+        worst = worst_pages(st, load_pageset(out / "pages"), out, scores, 1)
+    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, worst, inputs=inputs)
     write_reports(summary, out)
     return out

@@ -364,3 +364,37 @@ def test_lmeval_compare_margin_flag(tmp_path, value):
     code, out, err = (lambda r: (r.returncode, r.stdout, r.stderr))(
         _qg("lmeval-compare", tmp_path, tmp_path, "--margin", value))
     assert code == 2 and "--margin" in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_a_page_image_changed_or_deleted_in_the_folder_is_invalid(study, tmp_path):
+    """issue 32: a page image edited or deleted went unnoticed by the gate (pages.jsonl was hashed, not its files)."""
+    for how in ("edit", "delete"):
+        folder = shutil.copytree(study, tmp_path / how)
+        image = folder / "pages" / "images" / "p007.png"
+        image.unlink() if how == "delete" else image.write_bytes(b"forged")
+        _invalid(folder, str(image), "missing" if how == "delete" else "changed since")
+
+
+def test_the_gate_refuses_while_a_study_holds_the_folder(study, tmp_path):
+    """issue 32: `gate` read an old summary.json while a resumed study held the folder's lock; now exit 3."""
+    from quantgate.study.run import study_lock
+
+    folder = shutil.copytree(study, tmp_path / "busy")
+    with study_lock(folder):
+        _invalid(folder, "a study is writing this folder")
+    code, out, _ = _cli("gate", folder, "--variants", "fp8")
+    assert code == 0, out  # released: the gate judges it again
+
+
+def test_the_gate_says_it_does_not_vouch_for_a_page_set_outside_the_folder(tmp_path):
+    from quantgate.study.verdicts import JUDGED_PAGES
+
+    folder = finished_study(tmp_path / "s", {"fp8": 0.0005})
+    shutil.copy(folder / "pages" / "pages.jsonl", folder / JUDGED_PAGES)
+    shutil.rmtree(folder / "pages")
+    _edit(folder, lambda s: s["inputs"].update(pages=JUDGED_PAGES, files={
+        (JUDGED_PAGES if k == "pages/pages.jsonl" else k): v for k, v in s["inputs"]["files"].items()
+        if k != "pages/pageset.json"}))
+    code, out, _ = _cli("gate", folder)
+    assert code == 0 and "does not vouch for them" in out.splitlines()[-3], out
+    assert "does not vouch for report.md, report.html, junit.xml" in out.splitlines()[-2]

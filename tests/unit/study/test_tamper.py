@@ -1,0 +1,129 @@
+"""Issue 32, item 2: the gate binds every claim it prints or a report shows. One case per class of the issue's 49
+edits of a finished study folder (``tests.support.study_folder``: real verdict, report and gate code); each must
+be caught — exit 3, one line naming what changed. Later fields of the summary join this table.
+
+Not here: weights copied in with every hash rewritten consistently (only a signed verdict catches that:
+tests/integration/test_attest.py), the lm-eval task's files (tests/integration/test_lmeval_moved.py), and the
+report files, which the gate does not vouch for but `quantgate report` rebuilds (the last test)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+
+import pytest
+
+from quantgate.cli import main
+from tests.support.study_folder import finished_study
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    return finished_study(tmp_path_factory.mktemp("tamper") / "study")
+
+
+def _cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _json(path, fn):
+    obj = json.loads(path.read_text())
+    fn(obj)
+    path.write_text(json.dumps(obj))
+
+
+def _lines(path, fn):
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(fn(lines)) + "\n")
+
+
+def _edit_record(lines):
+    rec = json.loads(lines[3])
+    rec["output"] = "a forged output"
+    return [*lines[:3], json.dumps(rec), *lines[4:]]
+
+
+def _summary(fn):
+    return lambda f: _json(f / "summary.json", fn)
+
+
+def _variant(name, fn):
+    return _summary(lambda s: fn(next(v for v in s["variants"] if v["name"] == name)))
+
+
+EDITS = {
+    # requests.jsonl: the outputs scored and shown
+    "requests output edited": (lambda f: _lines(f / "runs/bad/requests.jsonl", _edit_record), "runs/bad/requests.jsonl"),
+    "requests records swapped": (lambda f: _lines(f / "runs/bad/requests.jsonl", lambda x: [x[1], x[0], *x[2:]]),
+                                 "runs/bad/requests.jsonl"),
+    "requests deleted": (lambda f: (f / "runs/bad/requests.jsonl").unlink(), "runs/bad/requests.jsonl"),
+    "requests copied from the baseline": (
+        lambda f: shutil.copy(f / "runs/bf16/requests.jsonl", f / "runs/bad/requests.jsonl"), "runs/bad/requests.jsonl"),
+    # run.json
+    "run.json server_command": (lambda f: _json(f / "runs/bad/run.json", lambda r: r.update(server_command=["x"])),
+                                "runs/bad/run.json"),
+    "run.json speed": (lambda f: _json(f / "runs/fp8/run.json", lambda r: r["levels"][0].update(pages_per_s=1000.0)),
+                       "runs/fp8/run.json"),
+    # the page set
+    "page image edited": (lambda f: (f / "pages/images/p003.png").write_bytes(b"forged"), "pages/images/p003.png"),
+    "page image deleted": (lambda f: (f / "pages/images/p003.png").unlink(), "pages/images/p003.png"),
+    "truth edited": (lambda f: (f / "pages/truth/p003.md").write_text("# forged\n"), "pages/truth/p003.md"),
+    "truth deleted": (lambda f: (f / "pages/truth/p003.md").unlink(), "pages/truth/p003.md"),
+    "pageset.json": (lambda f: _json(f / "pages/pageset.json", lambda m: m.update(seed=99)), "pages/pageset.json"),
+    # the variant folder
+    "quantgate.json name": (lambda f: _json(f / "variants/bad/quantgate.json", lambda m: m.update(name="bf16")),
+                            "variants/bad/quantgate.json"),
+    "quantgate.json recipe": (lambda f: _json(f / "variants/bad/quantgate.json",
+                                              lambda m: m["recipe"].update(name="bf16", text="name: bf16\n")),
+                              "variants/bad/quantgate.json"),
+    "extra tokenizer file": (lambda f: (f / "variants/fp8/special_tokens_map.json").write_text("{}"),
+                             "variants/fp8/special_tokens_map.json"),
+    "extra code file": (lambda f: (f / "variants/fp8/modeling_evil.py").write_text("import os\n"),
+                        "variants/fp8/modeling_evil.py"),
+    "extra variant folder": (lambda f: shutil.copytree(f / "variants/fp8", f / "variants/fp8-copy"), "variants/fp8-copy"),
+    # summary.json's reported numbers
+    "summary speedup": (_variant("bad", lambda v: v["speedup"].update({"1": 10.0})), "speedup"),
+    "summary pages_per_s": (_variant("bad", lambda v: v["levels"][0].update(pages_per_s=1000.0)), "pages_per_s"),
+    "summary weights_bytes": (_variant("bad", lambda v: v.update(weights_bytes=1)), "weights_bytes"),
+    "summary kernels": (_variant("bad", lambda v: v.update(kernels={"fp8": {"CutlassFP8": 7}})), "kernels"),
+    "summary formats": (_variant("bad", lambda v: v.update(formats={"nvfp4": 1})), "formats"),
+    "summary recipe": (_variant("bad", lambda v: v.update(recipe="bf16")), "recipe"),
+    "summary worst page dropped": (_summary(lambda s: s["worst_pages"]["bad"].pop(0)), "worst_pages"),
+    "summary worst page output": (_summary(lambda s: s["worst_pages"]["bad"][0].update(variant_output="fine")),
+                                  "worst_pages"),
+    "summary provenance pageset": (_summary(lambda s: s["provenance"].update(pageset_sha256="0" * 64)),
+                                   "pageset_sha256"),
+    "summary provenance statistics": (_summary(lambda s: s["provenance"].update(statistics="two-sided")),
+                                      "provenance.statistics"),
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_every_edit_of_a_finished_study_is_caught(study, tmp_path, name):
+    edit, needle = EDITS[name]
+    folder = shutil.copytree(study, tmp_path / "s")
+    code, out, _ = _cli("gate", folder, "--variants", "fp8")
+    assert code == 0, out  # the untouched copy passes for its within-noise variant
+    edit(folder)
+    code, out, err = _cli("gate", folder, "--variants", "fp8")
+    assert code == 3 and len(out.splitlines()) == 1 and out.startswith("INVALID: ") and not err, (code, out, err)
+    assert needle in out, out
+
+
+def test_the_reports_are_not_vouched_for_and_rebuilt_from_the_checked_summary(study, tmp_path):
+    """report.md / report.html / junit.xml with the failures stripped: the gate's exit is the files' truth (1, bad
+    regresses), it says it does not vouch for the reports, and `quantgate report` rebuilds them with the failure."""
+    folder = shutil.copytree(study, tmp_path / "s")
+    for f in ("report.md", "report.html", "junit.xml"):
+        (folder / f).write_text("all passed\n")
+    code, out, _ = _cli("gate", folder)
+    assert code == 1 and "does not vouch for report.md, report.html, junit.xml" in out
+    code, _, err = _cli("report", folder)
+    assert code == 0, err
+    assert "<failure" in (folder / "junit.xml").read_text()
+    assert (folder / "report.md").read_text() == (study / "report.md").read_text()
