@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantgate.schema.base import FieldError, Record
 
-RESERVED = ("page_id", "empty", "error", "output_sha256")
+RESERVED = ("page_id", "empty", "error", "output_sha256", "document")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -28,6 +28,7 @@ class ScoreRow(BaseModel):
     error: Literal["missing", "request failed"] | None = None
     # sha256 of the output text (None: no output), what `compare --exact` compares; absent in older files
     output_sha256: str | None = None
+    document: str | None = None  # the document (PDF) the page belongs to; None: the page is its own document
 
     @model_validator(mode="before")
     @classmethod
@@ -38,6 +39,9 @@ class ScoreRow(BaseModel):
         pid = obj.get("page_id")
         if not isinstance(pid, str) or not pid:
             raise FieldError((), "missing or non-string 'page_id'")
+        doc = obj.get("document")
+        if doc is not None and not (isinstance(doc, str) and doc):
+            raise FieldError((), f"document = {doc!r} is not a non-empty string (the document the page belongs to)")
         h = obj.get("output_sha256")
         if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
             raise FieldError((), f"output_sha256 = {h!r} is not a sha256 hex digest")
@@ -70,6 +74,8 @@ class ScoreRow(BaseModel):
             head["output_sha256"] = self.output_sha256
         if self.error is not None:
             head["error"] = self.error
+        if self.document is not None:
+            head["document"] = self.document
         return head | self.metrics
 
 
