@@ -63,6 +63,14 @@ def _pages(v) -> str:
     return f"{v.n}" + ("" if v.pages_changed is None else f" ({v.pages_changed} of {v.pages_compared} changed)")
 
 
+def _docs(v) -> str:
+    """baseline score, documents and design effect, flips (issue 27): "–" for schema-2 and lm-eval rows."""
+    if v.documents is None:
+        return "– | – | – | –"
+    return (f"{v.baseline_score:.4f} | {v.documents} | {v.design_effect:.2f} | "
+            + ("–" if v.flips is None else f"{v.flips}" + ("" if v.flips_source == "output_sha256" else " (scores)")))
+
+
 def _verdict(v) -> str:
     return ICON[v.verdict] + (f" (≈{v.pages_needed} pages to decide)" if v.pages_needed else "")
 
@@ -78,11 +86,12 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     if warn:
         lines += [f"> ⚠️ **{warn}**", ""]
     lines += ["| variant | metric | verdict | reason | Δ (cand − base) | one-sided 95% bounds | margin | noise floor "
-              "(shift) | p regression (Holm) | pages |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "(shift) | p regression (Holm) | pages | baseline score | documents | design effect | flips |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in r.verdicts:
         better = "↑" if v.higher_is_better else "↓"
         lines.append(f"| {v.variant} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
-                     f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} |")
+                     f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} | {_docs(v)} |")
     lines += [""] + [f"- **{v.variant} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
     lines += _sequential_lines(r)
     lines += _lmeval_lines(r)

@@ -65,7 +65,8 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
             verdict = compare_scores(base, cand, m, noise=v_noise, margin=st.margins.get(m), seed=st.seed,
                                      n_resamples=st.resamples, min_pages=st.min_pages,
                                      equivalence=st.test == "equivalence", exact=st.test == "exact",
-                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name)
+                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name,
+                                     **st.verdict_settings(m))
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
     return rows
 
