@@ -184,6 +184,8 @@ class Verdict(Record):
 
 
 PAGES_WORSE_LISTED = 50
+# the issue-27 fields, which a sequential study's verdict rows copy from the document-level verdict of their look
+DOCUMENT_FIELDS = tuple(list(Verdict.model_fields)[list(Verdict.model_fields).index("documents"):])
 
 
 def clean(x: float) -> float:

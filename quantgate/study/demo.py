@@ -29,6 +29,10 @@ def demo_study(pages: int, variants: list[str], min_pages: int | None = None) ->
         # first: every variant is served at concurrency 1, the baseline again at 2 as its noise run
         "concurrency": [1], "noise_concurrency": 2, "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
         "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
+        # issue 27: 32 held-out pages, each its own document, cannot rule out a rare failure at the default worst
+        # page damage (the range: 299 pages at a 0.01 margin). The demo declares that no page is damaged by more
+        # than 0.1 (29 pages at 0.01, 14 at 0.02); every verdict says so, and a page damaged by more refutes it
+        "worst_page_damage": {"ned": 0.1, "cer": 0.1, "bow_f1": 0.1},
         # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
         # (32 documents: at 40 pages, every held-out page, and at least the 30 a verdict needs)
         "lm_eval": {"page_task": True, "limit": 32, "margin": 0.05},

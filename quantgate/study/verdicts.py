@@ -18,7 +18,7 @@ from quantgate.io.fileio import sha256_file
 from quantgate.io.scores import read_scores
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.family import adjust_family
-from quantgate.judge.replay import judged_ids, make_plan, replay, verdict_rows
+from quantgate.judge.replay import replay, study_plan, verdict_rows
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
@@ -75,7 +75,7 @@ def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | 
                          decisions: dict[str, SequentialDecision] | None) -> list[VariantVerdict]:
     if pages_file is None:
         raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
-    plan = make_plan(st, judged_ids(pages_file, st.split, st.limit))
+    plan = study_plan(st, pages_file)
     rows = []
     for v in st.variants:
         if v.name == st.baseline:
