@@ -1,4 +1,4 @@
-"""Verdict statistics with documents as the unit (issue 27; docs/statistics-documents.md has the why,
+"""Verdict statistics with documents as the unit (issue 27; docs/statistics.md has the why,
 the calibration and a worked example). numpy/scipy only, and vectorised over S studies at once, so that
 benchmarks/verdict_calibration_documents.py runs the very code a verdict runs.
 

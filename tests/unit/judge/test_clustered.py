@@ -325,7 +325,7 @@ def bench():
 
 
 def test_worked_example_of_the_docs(bench):
-    """docs/statistics-documents.md, "Worked example": the same seeded document set, the same verdicts."""
+    """docs/statistics.md, "Worked example": the same seeded document set, the same verdicts."""
     pages, docs, declared = bench.worked_example()
     assert (pages["verdict"], pages["reason"], pages["documents"]) == ("within_noise", "ci_inside_margin", 2010)
     assert (docs["verdict"], docs["reason"]) == ("inconclusive", "rare_failures_not_ruled_out")
