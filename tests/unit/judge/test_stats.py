@@ -385,3 +385,27 @@ def test_cli_compare_json_and_text():
     assert v["documents"] == 40 and v["baseline_score"] == pytest.approx(v["baseline_mean"]) and v["flips"] == 11
     r = _qg("compare", str(g / "baseline.jsonl"), str(g / "candidate.jsonl"), "--metric", "ned", "--exact")
     assert r.returncode == 1 and "11 of 40 pages' outputs differ" in r.stdout
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"worst_page_damage": 1.5}, r"worst_page_damage for ned: 1.5 must be above the margin 0.01 and at most ned's range 1"),
+    ({"worst_page_damage": 0.005}, r"worst_page_damage for ned: 0.005 must be above the margin"),
+    ({"worst_document_damage": 0.2, "worst_page_damage": 0.1}, r"worst_document_damage for ned: 0.2 is above"),
+    ({"baseline_floor": 1.2}, r"baseline_floor for ned: 1.2 is outside ned's range \[0, 1\]"),
+    ({"baseline_floor": -0.1}, r"baseline_floor for ned: -0.1 is outside"),
+    ({"expected_shift": 0.01}, r"expected_shift for ned: 0.01 must be >= 0 .* below the margin"),
+    ({"min_documents": 1}, r"min_documents 1: must be an integer >= 2"),
+])
+def test_document_settings_outside_the_metric_range_are_one_error_naming_the_field(kw, msg):
+    a = _scores(np.linspace(0, 0.2, 40))
+    with pytest.raises(InputError, match=msg):
+        compare_scores(a, a, "ned", **kw)
+
+
+def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
+    base = np.full(60, 0.1)
+    cand = base.copy()
+    cand[7] = 0.5  # one page 0.4 worse: more than the declared 0.1
+    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    assert (v.worst_page_damage, v.worst_page_damage_source, v.rare_failure_pages) == (1.0, "exceeded", 299)
+    assert v.verdict != "within_noise" and v.pages_worse == 1 and v.pages_worse_ids == ["p007"]
