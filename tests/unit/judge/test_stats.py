@@ -21,6 +21,7 @@ from quantgate.judge.compare import compare_files, compare_scores
 from quantgate.judge.family import adjust_family, confirmed, holm
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
+from quantgate.schema.verdict import Verdict
 from tests.support.paths import DATA, REPO
 
 GOLDEN = DATA / "golden"
@@ -409,3 +410,15 @@ def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
     v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
     assert (v.worst_page_damage, v.worst_page_damage_source, v.rare_failure_pages) == (1.0, "exceeded", 299)
     assert v.verdict != "within_noise" and v.pages_worse == 1 and v.pages_worse_ids == ["p007"]
+
+
+def test_a_schema_2_verdict_still_reads():
+    """summary.json files written before issue 27 hold schema-2 verdict rows: they read, the new fields empty."""
+    a = _scores(np.linspace(0, 0.2, 40))
+    row = compare_scores(a, a, "ned", margin=0.05).model_dump()
+    old = {k: v for k, v in row.items() if k not in Verdict.model_fields or k in list(Verdict.model_fields)[
+        : list(Verdict.model_fields).index("documents")]} | {"schema_version": 2, "interval": "studentized_hall"}
+    v = Verdict.model_validate(old)
+    assert v.schema_version == 3 and v.documents is None and v.baseline_score is None and v.pages_worse_ids == []
+    with pytest.raises(ValueError):
+        Verdict.model_validate(old | {"schema_version": 4})
