@@ -98,6 +98,13 @@ def page_documents(baseline: Rows, candidate: Rows, ids: list[str]) -> list[str]
     return [baseline[i].document or candidate[i].document or i for i in ids]
 
 
+def within_range(lo: float, hi: float, ceiling: float) -> tuple[float, float]:
+    """An end the bootstrap cannot bound is infinite (``lower_bound_from: unbounded``); the record holds the
+    metric's whole range there instead — a true bound, since no page's difference exceeds it — so no reader
+    meets an infinity (and ``clean`` never turns one into 0)."""
+    return max(float(lo), -ceiling), min(float(hi), ceiling)
+
+
 def _source(s: str) -> DamageSource:
     return "exceeded" if "exceeded" in s else "declared" if s == "declared" else "metric default"
 
@@ -175,8 +182,9 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
     assert c.worse_threshold is not None  # Comparison.make sets it
     worse = sorted((float(x), i) for x, i in zip(d, ids, strict=True) if x < -c.worse_threshold)
     level = None if look_alpha is None else dict(confidence=1 - 2 * look_alpha, alpha=look_alpha)
+    lo, hi = within_range(dec.ci_low, dec.ci_high, ceiling)
     return new_verdict(c, verdict=verdict, reason=reason, n=len(ids), baseline_mean=float(b.mean()),
-                       candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=dec.ci_low, hi=dec.ci_high,
+                       candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=lo, hi=hi,
                        interval=dec.interval, p_regression=dec.p_regression, noise_floor=dec.noise_floor,
                        noise_delta=None if dec.noise_mean is None else sign * dec.noise_mean,
                        pages_needed=need, pages_changed=changed, pages_compared=None if changed is None else len(pages),
@@ -203,4 +211,4 @@ def compare_files(baseline: Path, candidate: Path, metric: str, noise: Path | No
                           noise_name=str(noise) if noise else "noise run", **kw)
 
 
-__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed"]
+__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "within_range"]

@@ -25,6 +25,7 @@ from quantgate.errors import InputError
 from quantgate.judge import clustered as C
 from quantgate.judge import stats
 from quantgate.judge.boundaries import ALPHA, check_looks, design, repeated_p
+from quantgate.judge.compare import within_range
 from quantgate.schema.metrics import check_margin
 from quantgate.schema.sequential import LookBoundary, SequentialDecision, SequentialMetric, Spending
 from quantgate.schema.verdict import DECISIVE, MIN_PAGES
@@ -121,11 +122,12 @@ def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending,
                    min_pages=min_pages, equivalence=equivalence,
                    baseline_score=None if base is None else float(np.nanmean(base[: bound.pages][keep])), **rule)
     decisive = dec.verdict in DECISIVE
+    lo, hi = within_range(dec.ci_low, dec.ci_high, rule.get("damage_ceiling", 1.0))
     p_nom = dec.p_regression
     p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= min_pages else best_p
     return SequentialMetric(metric=metric, verdict=dec.verdict, reason=dec.reason, decisive=decisive,
                             decided_at_look=bound.look if decisive else None, pages=n, mean=dec.mean,
-                            ci_low=dec.ci_low, ci_high=dec.ci_high, nominal_alpha=bound.nominal_alpha,
+                            ci_low=lo, ci_high=hi, nominal_alpha=bound.nominal_alpha,
                             interval=dec.interval, margin=margin, noise_floor=dec.noise_floor,
                             p_regression_nominal=p_nom, p_regression=p_rep)
 

@@ -422,3 +422,13 @@ def test_a_schema_2_verdict_still_reads():
     assert v.schema_version == 3 and v.documents is None and v.baseline_score is None and v.pages_worse_ids == []
     with pytest.raises(ValueError):
         Verdict.model_validate(old | {"schema_version": 4})
+
+
+def test_an_end_the_bootstrap_cannot_bound_is_the_metrics_range_not_zero():
+    """One page of 40 changed (better): the bootstrap cannot bound the upper side; the record holds ned's range
+    there (a true bound), never 0 — an interval that would exclude the estimate."""
+    base = np.full(40, 0.1)
+    cand = base.copy()
+    cand[3] = 0.05
+    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    assert v.ci_low == -1.0 and v.ci_low <= v.delta <= v.ci_high
