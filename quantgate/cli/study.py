@@ -135,7 +135,8 @@ def _print_verdicts(rep: Summary) -> None:
               f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
         if v.verdict != "within_noise":
             print(f"{'':<16}{v.message}")
-    seen = {v.metric: v for v in rep.verdicts if v.documents is not None}  # issue 27: what the verdicts rest on
+    seen = {v.metric: v for v in rep.verdicts  # issue 27: what the verdicts rest on (rows that carry it)
+            if None not in (v.documents, v.baseline_score, v.design_effect, v.rare_failure_pages, v.worst_page_damage)}
     if seen:
         print(f"baseline {rep.baseline}: " + ", ".join(
             f"{m} {v.baseline_score:.4f} (floor {v.baseline_floor if v.baseline_floor is not None else '–'})"

@@ -64,11 +64,9 @@ def _pages(v) -> str:
 
 
 def _docs(v) -> str:
-    """baseline score, documents and design effect, flips (issue 27): "–" for schema-2 and lm-eval rows."""
-    if v.documents is None:
-        return "– | – | – | –"
-    return (f"{v.baseline_score:.4f} | {v.documents} | {v.design_effect:.2f} | "
-            + ("–" if v.flips is None else f"{v.flips}" + ("" if v.flips_source == "output_sha256" else " (scores)")))
+    """baseline score, documents and design effect, flips (issue 27): "–" where a row lacks one (schema 2)."""
+    flips = "–" if v.flips is None else f"{v.flips}" + ("" if v.flips_source != "scores" else " (scores)")
+    return f"{_f(v.baseline_score)} | {_f(v.documents, 'd')} | {_f(v.design_effect, '.2f')} | {flips}"
 
 
 def _verdict(v) -> str:
