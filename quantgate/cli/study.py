@@ -135,15 +135,13 @@ def _print_verdicts(rep: Summary) -> None:
               f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
         if v.verdict != "within_noise":
             print(f"{'':<16}{v.message}")
-    seen = {v.metric: v for v in rep.verdicts  # issue 27: what the verdicts rest on (rows that carry it)
-            if None not in (v.documents, v.baseline_score, v.design_effect, v.rare_failure_pages, v.worst_page_damage)}
+    # issue 27: what every verdict rests on, the same for each candidate: the baseline's own score, the documents
+    seen = {v.metric: v for v in rep.verdicts if v.baseline_score is not None and v.documents is not None}
     if seen:
-        print(f"baseline {rep.baseline}: " + ", ".join(
-            f"{m} {v.baseline_score:.4f} (floor {v.baseline_floor if v.baseline_floor is not None else '–'})"
-            for m, v in seen.items()) + "; " + ", ".join(
-            f"{m}: {v.documents} documents, design effect {v.design_effect:.2f}, rare failures ruled out from "
-            f"{v.rare_failure_pages} pages (worst page damage {v.worst_page_damage:g}, {v.worst_page_damage_source})"
-            for m, v in seen.items()))
+        one = next(iter(seen.values()))
+        print(f"baseline {rep.baseline} scores " + ", ".join(
+            f"{m} {v.baseline_score:.4f} (floor {'–' if v.baseline_floor is None else f'{v.baseline_floor:g}'})"
+            for m, v in seen.items()) + f"; {one.documents} documents (largest {one.largest_document} pages)")
     lm = rep.lm_eval.verdicts if rep.lm_eval else []
     if lm:
         print("lm-eval (paired over the logged samples):")
