@@ -103,7 +103,7 @@ def run_cell(dist: str, n: int, k: float, studies: int, resamples: int, seed: in
         d, e = simulate(dist, shift, (s, n), rng, mu)
         cnt = list(stats.resample_indices(n, resamples, seed * 1_000_003 + c0))
         b = stats.paired_bounds(d, MARGIN, ALPHA, cnt)
-        fallback += int((b.method != 0).sum())
+        fallback += int((b.method != stats.INTERVALS.index("studentized_hall")).sum())
         eb = stats.paired_bounds(e, MARGIN, ALPHA, list(stats.resample_indices(n, resamples, seed * 1_000_003 + c0 + 1)))
         floor = np.maximum(np.abs(eb.lo), np.abs(eb.hi))
         zero = np.all(d == 0, axis=1)

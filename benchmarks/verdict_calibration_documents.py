@@ -493,7 +493,7 @@ def delivered_power(pilots: int, resamples: int, shift_margins: float) -> dict:
             "delivered_power": wins / pilots, "target": 0.75, "met": bool(wins / pilots >= 0.75)}
 
 
-# --- the worked example of docs/statistics-documents.md -----------------------------------------------
+# --- the worked example of docs/statistics.md -----------------------------------------------
 
 def worked_example() -> list[dict]:
     """A seeded multi-page document set (200 documents of 5..15 pages, the skewed document model with a

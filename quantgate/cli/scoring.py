@@ -6,11 +6,16 @@ from pathlib import Path
 
 from quantgate.cli._args import concurrency_level, existing_path, float_range, int_range, nonnegative_int, print_json
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import MIN_RESAMPLES
+from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_RESAMPLES
 
 DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
 _margin = float_range(0, lo_open=True, why=" (for exact equality use --exact)")
 _resamples = int_range(MIN_RESAMPLES, why=" (a 5% tail needs at least ~1,000 resamples)")
+# above 0 here; against the margin and the metric's range where the metric is known (schema.metrics.check_setting)
+_damage = float_range(0, lo_open=True, why=" in the metric's units (the most one page can be damaged)")
+_floor = float_range(0, lo_open=False, why=" (the baseline's own mean score, within the metric's range)")
+_shift = float_range(0, lo_open=False, why=" (how much worse the candidate may truly be; below the margin)")
+_min_documents = int_range(2, why=" (documents are the statistical unit)")
 
 
 def register(sub) -> None:
@@ -33,14 +38,19 @@ def register(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="""\
 Pair two score files by page and test the mean page difference against a declared margin
-(docs/statistics.md). Default: non-inferiority, one-sided at 95%:
+(docs/statistics.md). Documents are the unit: pages of one document (the rows' `document`; a
+page without one is its own) are resampled together. Default: non-inferiority, one-sided at 95%:
   within_noise  the candidate is at worst MARGIN worse (the 90% interval's lower end is above -margin)
+                and rare failures are ruled out: enough pages and documents that a failure damaging
+                one page in D/MARGIN by D (--worst-page-damage, default the metric's range) is seen
   regression    it is worse by more than MARGIN (the whole interval lies beyond -margin)
-  inconclusive  neither, fewer than 30 pages, or a noise floor above the margin; the verdict says
-                why (reason) and how many pages would decide it at 80% power
-The interval is a seeded studentized bootstrap (Hall's skewness-corrected t). --noise (the baseline
-scored again, e.g. at another concurrency, on the same pages) gives the noise floor: shown beside the
-verdict, never added to the margin; above the margin the verdict is inconclusive.
+  inconclusive  neither: too few pages or documents, rare failures not ruled out, a noise floor
+                above the margin, or a baseline below its floor (baseline_unfit); the verdict says
+                why (reason) and how many pages and documents would pass a candidate
+                --expected-shift worse at 80% power
+The interval is a seeded studentized bootstrap over documents (Hall's skewness-corrected t), each
+end the outer of it and Student-t. --noise (the baseline scored again, e.g. at another concurrency,
+on the same pages) gives the noise floor: shown beside the verdict, never added to the margin.
 Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
                        epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
     c.add_argument("baseline", type=existing_path)
@@ -57,6 +67,19 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
     c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
     c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
     c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
+    c.add_argument("--worst-page-damage", type=_damage, default=None,
+                   help="declare that no page is damaged by more than this (metric units; default: the metric's range, "
+                        "1 for ned); a smaller one needs fewer pages to rule out rare failures, and the verdict states it")
+    c.add_argument("--worst-document-damage", type=_damage, default=None,
+                   help="declare that no document's mean is damaged by more than this (default: --worst-page-damage)")
+    c.add_argument("--baseline-floor", type=_floor, default=None,
+                   help="the baseline's own mean score past which the verdict is baseline_unfit (default: the "
+                        "metric's, e.g. ned 0.5, checks 0.2)")
+    c.add_argument("--min-documents", type=_min_documents, default=MIN_DOCUMENTS,
+                   help=f"fewest documents for a decisive verdict, >= 2 (default {MIN_DOCUMENTS})")
+    c.add_argument("--expected-shift", type=_shift, default=0.0,
+                   help="planning alternative of pages_needed: how much worse the candidate may truly be, metric "
+                        "units, >= 0 and below the margin (default 0)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
 
@@ -131,7 +154,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     v = compare_files(a.baseline, a.candidate, a.metric, noise=a.noise, margin=a.margin, seed=a.seed,
                       n_resamples=a.resamples, allow_missing=a.allow_missing, equivalence=a.equivalence,
-                      exact=a.exact)
+                      exact=a.exact, worst_page_damage=a.worst_page_damage,
+                      worst_document_damage=a.worst_document_damage, baseline_floor=a.baseline_floor,
+                      min_documents=a.min_documents, expected_shift=a.expected_shift)
     if a.json:
         print_json(v.model_dump())
         return EXIT[v.verdict]
@@ -140,14 +165,22 @@ def cmd_compare(a: argparse.Namespace) -> int:
             "equivalence": f"equivalence, two one-sided tests at {1 - v.alpha:.0%}", "exact": "exact outputs"}[v.test]
     print(f"{v.metric} ({better} is better), {v.n} paired pages, {test}: {v.verdict.upper()} ({v.reason})")
     print(f"  {v.message}")
+    if v.documents is not None:
+        print(f"  baseline score {v.baseline_score:.4f} (floor {v.baseline_floor if v.baseline_floor is not None else '–'}), "
+              f"{v.documents} documents (largest {v.largest_document} pages), design effect {v.design_effect:.2f}, "
+              f"effective n {v.effective_n:.1f}; rare failures need {v.rare_failure_pages} effective pages and "
+              f"{v.rare_failure_documents} documents (worst page damage {v.worst_page_damage:g}, "
+              f"{v.worst_page_damage_source})")
     print(f"  baseline {v.baseline_mean:.4f}  candidate {v.candidate_mean:.4f}  delta {v.delta:+.4f} "
           f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}] ({v.confidence:.0%} interval, {v.interval}, {v.n_resamples} "
           f"resamples, seed {v.seed})")
     nf = "not measured (no --noise)" if v.noise_floor is None else f"{v.noise_floor:.4f} (shift {v.noise_delta:+.4f})"
     print(f"  margin {v.margin:.4f} ({'default for ' + v.metric if v.margin_source == 'registry' else 'given'}), "
           f"noise floor {nf}")
-    if v.pages_changed is not None:
-        print(f"  {v.pages_changed} of {v.pages_compared} pages' outputs changed")
+    if v.flips is not None:
+        how = "outputs changed" if v.flips_source == "output_sha256" else "scores changed (no output hashes)"
+        print(f"  flips: {v.flips} pages' {how}; {v.pages_worse} worse by more than {v.worse_threshold:g}"
+              + (f": {', '.join(v.pages_worse_ids[:10])}" if v.pages_worse_ids else ""))
     if v.missing_pages:
         print(f"  {len(v.missing_pages)} page(s) not in every file, left out: {', '.join(v.missing_pages[:10])}")
     return EXIT[v.verdict]

@@ -136,6 +136,13 @@ def _print_verdicts(rep: Summary) -> None:
               f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
         if v.verdict != "within_noise":
             print(f"{'':<16}{v.message}")
+    # issue 27: what every verdict rests on, the same for each candidate: the baseline's own score, the documents
+    seen = {v.metric: v for v in rep.verdicts if v.baseline_score is not None and v.documents is not None}
+    if seen:
+        one = next(iter(seen.values()))
+        print(f"baseline {rep.baseline} scores " + ", ".join(
+            f"{m} {v.baseline_score:.4f} (floor {'–' if v.baseline_floor is None else f'{v.baseline_floor:g}'})"
+            for m, v in seen.items()) + f"; {one.documents} documents (largest {one.largest_document} pages)")
     lm = rep.lm_eval.verdicts if rep.lm_eval else []
     if lm:
         print("lm-eval (paired over the logged samples):")

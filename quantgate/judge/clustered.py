@@ -1,4 +1,4 @@
-"""Verdict statistics with documents as the unit (issue 27; docs/statistics-documents.md has the why,
+"""Verdict statistics with documents as the unit (issue 27; docs/statistics.md has the why,
 the calibration and a worked example). numpy/scipy only, and vectorised over S studies at once, so that
 benchmarks/verdict_calibration_documents.py runs the very code a verdict runs.
 
@@ -39,6 +39,9 @@ from scipy.special import ndtri
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
+from quantgate.schema.metrics import METRICS
+from quantgate.schema.verdict import IntervalName, ReasonName, VerdictName
+
 ALPHA = 0.05  # one-sided, each side
 DEFAULT_RESAMPLES = 10_000
 MIN_RESAMPLES = 1_000
@@ -59,10 +62,9 @@ VERDICTS = ("within_noise", "regression", "inconclusive", "not_equivalent")
 REASONS = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
            "too_few_documents", "rare_failures_not_ruled_out", "identical_outputs", "identical_scores",
            "baseline_unfit")
-# A baseline that cannot read the pages makes every comparison vacuous (issue 27, item 6). Floors on the
-# baseline's own mean score: past them at least half the text (ned, cer, wer, bow_f1, table_teds) or four
-# checks in five (checks) are wrong, so "as good as the baseline" says nothing. For the registry to adopt.
-SUGGESTED_BASELINE_FLOORS = {"ned": 0.5, "cer": 0.5, "wer": 0.5, "bow_f1": 0.5, "table_teds": 0.5, "checks": 0.2}
+# A baseline that cannot read the pages makes every comparison vacuous (issue 27, item 6): the floors on the
+# baseline's own mean score are the metric registry's (quantgate.schema.metrics says why).
+SUGGESTED_BASELINE_FLOORS = {m: s.baseline_floor for m, s in METRICS.items() if s.baseline_floor is not None}
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -501,8 +503,8 @@ def _with_noise(need: Plan, ce: Cluster, floor: float, margin: float, alpha: flo
 
 @dataclass
 class Decision:
-    verdict: str
-    reason: str
+    verdict: VerdictName
+    reason: ReasonName
     mean: float  # oriented: higher is better
     ci_low: float
     ci_high: float
@@ -514,7 +516,7 @@ class Decision:
     largest_document: int  # pages
     design_effect: float
     effective_n: float
-    interval: str  # "cluster_hall_t" or "degenerate"
+    interval: IntervalName  # "cluster_hall_t" or "degenerate"
     lower_bound_from: str  # "studentized_hall", "student_t" or "unbounded"
     p_regression: float  # H0′ mean ≥ −margin, from the interval (Holm-adjust a family of these)
     p_noninferiority: float  # H0 mean ≤ −margin: the larger of the interval's and the bounded test's

@@ -9,15 +9,19 @@ import numpy as np
 
 from quantgate.errors import InputError
 from quantgate.io.scores import read_scores
-from quantgate.judge.stats import decide
+from quantgate.judge.clustered import decide
+from quantgate.judge.documents import check_documents
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.verdict import (
     DEFAULT_CONFIDENCE,
     DEFAULT_POWER,
     DEFAULT_RESAMPLES,
+    MIN_DOCUMENTS,
     MIN_PAGES,
+    PAGES_WORSE_LISTED,
     Comparison,
+    DamageSource,
     TestName,
     Verdict,
     new_verdict,
@@ -79,45 +83,129 @@ def pages_changed(baseline: Rows, candidate: Rows, pages: list[str], names: tupl
                or baseline[i].output_sha256 != candidate[i].output_sha256)
 
 
+def flips(baseline: Rows, candidate: Rows, pages: list[str], metric: str) -> tuple[int, str]:
+    """Pages whose output changed (Dutta et al. 2024, "Accuracy is not all you need"): by output_sha256 where
+    both files record it; else pages whose ``metric`` changed — a lower bound, since an output can change
+    and score the same."""
+    changed = pages_changed(baseline, candidate, pages, ("", ""), required=False)
+    if changed is not None:
+        return changed, "output_sha256"
+    return sum(1 for i in pages if baseline[i].value(metric) != candidate[i].value(metric)), "scores"
+
+
+def page_documents(baseline: Rows, candidate: Rows, ids: list[str], names: tuple[str, str] = ("baseline", "candidate"),
+                   noise: Rows | None = None, noise_name: str = "noise run") -> list[str]:
+    """Each judged page's document (``judge.documents.check_documents``: the files must agree on it; a file
+    scored before documents were recorded has each page its own)."""
+    documents = check_documents(baseline, candidate, names, noise_rows=noise, noise_name=noise_name)
+    return [documents[i] for i in ids]
+
+
+def within_range(lo: float, hi: float, ceiling: float) -> tuple[float, float]:
+    """An end the bootstrap cannot bound is infinite (``lower_bound_from: unbounded``); the record holds the
+    metric's whole range there instead — a true bound, since no page's difference exceeds it — so no reader
+    meets an infinity (and ``clean`` never turns one into 0)."""
+    return max(float(lo), -ceiling), min(float(hi), ceiling)
+
+
+def _source(s: str) -> DamageSource:
+    return "exceeded" if "exceeded" in s else "declared" if s == "declared" else "metric default"
+
+
 def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows | None = None,
                    margin: float | None = None, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
                    confidence: float = DEFAULT_CONFIDENCE, allow_missing: bool = False,
                    names: tuple[str, str] = ("baseline", "candidate"), noise_name: str = "noise run",
                    higher_is_better: bool | None = None, equivalence: bool = False, exact: bool = False,
-                   min_pages: int = MIN_PAGES, power: float = DEFAULT_POWER) -> Verdict:
+                   min_pages: int = MIN_PAGES, power: float = DEFAULT_POWER, min_documents: int = MIN_DOCUMENTS,
+                   worst_page_damage: float | None = None, worst_document_damage: float | None = None,
+                   baseline_floor: float | None = None, expected_shift: float = 0.0,
+                   worse_threshold: float | None = None, ids: list[str] | None = None,
+                   look_alpha: float | None = None, order_seed: int = 0) -> Verdict:
     """``margin=None``: the registry's declared margin for ``metric``. ``higher_is_better`` (and a
     margin) for metrics outside the registry, e.g. lm-eval's. ``noise``: the baseline's scores from
     a second run on the same pages. Non-inferiority by default; ``equivalence`` is two-sided;
-    ``exact`` passes only when every page's output text is identical."""
+    ``exact`` passes only when every page's output text is identical. Documents are the statistical unit
+    (``judge.clustered``; docs/statistics.md): ``worst_page_damage``/``worst_document_damage`` declare the
+    rare-failure bounds (default: the metric's range), ``baseline_floor`` the baseline's (default: the
+    registry's), ``expected_shift`` the planning alternative of pages_needed. ``ids``: judge only these pages
+    (a sequential look's, in serving order) at the interval level ``look_alpha``; ``order_seed``: the
+    documents' order for the bounded test."""
     test: TestName = "exact" if exact else "equivalence" if equivalence else "non_inferiority"
-    c = Comparison.make(metric, margin=margin, higher_is_better=higher_is_better, test=test, seed=seed,
-                        n_resamples=n_resamples, confidence=confidence, min_pages=min_pages, power=power)
     if equivalence and exact:
         raise InputError("--equivalence and --exact are different tests: pick one")
+    c = Comparison.make(metric, margin=margin, higher_is_better=higher_is_better, test=test, seed=seed,
+                        n_resamples=n_resamples, confidence=confidence, min_pages=min_pages, power=power,
+                        min_documents=min_documents, worst_page_damage=worst_page_damage,
+                        worst_document_damage=worst_document_damage, baseline_floor=baseline_floor,
+                        expected_shift=expected_shift, worse_threshold=worse_threshold)
     _has_metric(baseline, metric, names[0])
     _has_metric(candidate, metric, names[1])
     if noise is not None:
         _has_metric(noise, metric, noise_name)
-    pages, ids, missing = _pair(baseline, candidate, noise, metric, allow_missing, names, noise_name)
+    if ids is None:
+        pages, ids, missing = _pair(baseline, candidate, noise, metric, allow_missing, names, noise_name)
+    else:  # a look: its pages, every one with a row on each side (replay checks that)
+        pages, missing = list(ids), []
+        ids = [i for i in ids if baseline[i].value(metric) is not None and candidate[i].value(metric) is not None]
     if len(ids) < 2:
         raise InputError(f"metric {metric!r}: only {len(ids)} page(s) scored on both sides; need at least 2")
-    b = np.array([baseline[i].value(metric) for i in ids], dtype=float)
-    cand = np.array([candidate[i].value(metric) for i in ids], dtype=float)
+    spec = METRICS.get(metric)
+    clip = spec is not None and spec.clipped  # cer/wer: judged on min(score, 1) (MetricSpec.clipped says why)
+
+    def values(rows: Rows) -> np.ndarray:
+        v = np.array([rows[i].value(metric) for i in ids], dtype=float)
+        return np.clip(v, 0.0, 1.0) if clip else v
+
+    b, cand = values(baseline), values(candidate)
     sign = 1.0 if c.higher_is_better else -1.0
-    e = None if noise is None else sign * (np.array([noise[i].value(metric) for i in ids], float) - b)
-    dec = decide(sign * (cand - b), c.margin, noise=e, confidence=confidence, n_resamples=n_resamples, seed=seed,
-                 equivalence=equivalence, min_pages=min_pages, power=power)
+    d = sign * (cand - b)
+    e = None if noise is None else sign * (values(noise) - b)
+    ceiling = spec.margin_ceiling if spec else max(1.0, float(np.abs(d).max()))
+    damage = c.worst_page_damage
+    if damage is None and spec is not None and spec.damage < ceiling:
+        damage = spec.damage  # a registry default below the range: passed on as a bound, labelled its default
     changed = pages_changed(baseline, candidate, pages, names, required=exact)
-    verdict, reason, need = dec.verdict, dec.reason, dec.pages_needed
+    judged_changed = pages_changed(baseline, candidate, ids, names, required=False)
+    try:
+        dec = decide(d, page_documents(baseline, candidate, ids, names, noise, noise_name), c.margin, alpha=c.alpha, worst_page_damage=damage,
+                     worst_document_damage=c.worst_document_damage, damage_ceiling=ceiling,
+                     outputs_identical=judged_changed == 0, baseline_score=float(b.mean()),
+                     baseline_floor=c.baseline_floor, baseline_higher_is_better=c.higher_is_better, noise=e,
+                     n_resamples=n_resamples, seed=seed, min_pages=min_pages, min_documents=min_documents,
+                     equivalence=equivalence, expected_shift=-c.expected_shift, power=power, look_alpha=look_alpha,
+                     order_seed=order_seed)
+    except ValueError as err:
+        raise InputError(f"metric {metric!r}: {err}") from None
+    verdict, reason, need, docs_need = dec.verdict, dec.reason, dec.pages_needed, dec.documents_needed
     if exact:  # the scores above are context; the verdict is the texts'
         verdict, reason = ("within_noise", "identical_outputs") if changed == 0 else ("not_equivalent", "outputs_differ")
-        need = None
+        need = docs_need = None
+    n_flips, flip_source = flips(baseline, candidate, pages, metric)
+    assert c.worse_threshold is not None  # Comparison.make sets it
+    worse = sorted((float(x), i) for x, i in zip(d, ids, strict=True) if x < -c.worse_threshold)
+    level = None if look_alpha is None else dict(confidence=1 - 2 * look_alpha, alpha=look_alpha)
+    lo, hi = within_range(dec.ci_low, dec.ci_high, ceiling)
     return new_verdict(c, verdict=verdict, reason=reason, n=len(ids), baseline_mean=float(b.mean()),
-                       candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=dec.ci_low, hi=dec.ci_high,
+                       candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=lo, hi=hi,
                        interval=dec.interval, p_regression=dec.p_regression, noise_floor=dec.noise_floor,
-                       noise_delta=None if e is None or dec.noise_mean is None else sign * dec.noise_mean,
+                       noise_delta=None if dec.noise_mean is None else sign * dec.noise_mean,
                        pages_needed=need, pages_changed=changed, pages_compared=None if changed is None else len(pages),
-                       missing_pages=missing)
+                       missing_pages=missing, p_noninferiority=dec.p_noninferiority, **(level or {}),
+                       documents=dec.documents, largest_document=dec.largest_document,
+                       design_effect=dec.design_effect, effective_n=dec.effective_n, min_documents=min_documents,
+                       worst_page_damage=dec.worst_page_damage,
+                       worst_page_damage_source=_source(dec.worst_page_damage_source)
+                       if c.worst_page_damage is not None or "exceeded" in dec.worst_page_damage_source
+                       else "metric default",
+                       worst_document_damage=dec.worst_document_damage,
+                       worst_document_damage_source=_source(dec.worst_document_damage_source),
+                       rare_failure_pages=dec.rare_failure_pages, rare_failure_documents=dec.rare_failure_documents,
+                       baseline_score=dec.baseline_score, baseline_floor=dec.baseline_floor, documents_needed=docs_need,
+                       planning_shift=c.expected_shift, lower_bound_from=dec.lower_bound_from,
+                       bounded_log_wealth=dec.bounded_log_wealth, flips=n_flips, flips_source=flip_source,
+                       worse_threshold=c.worse_threshold, pages_worse=len(worse),
+                       pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]])
 
 
 def compare_files(baseline: Path, candidate: Path, metric: str, noise: Path | None = None, **kw) -> Verdict:
@@ -126,4 +214,4 @@ def compare_files(baseline: Path, candidate: Path, metric: str, noise: Path | No
                           noise_name=str(noise) if noise else "noise run", **kw)
 
 
-__all__ = ["compare_files", "compare_scores", "pages_changed"]
+__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "within_range"]

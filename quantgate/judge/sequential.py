@@ -2,7 +2,8 @@
 batch, and stop a variant's accuracy pass as soon as every verdict is decisive (docs/statistics.md,
 "Sequential verdicts"; simulated in benchmarks/sequential_verdicts.py).
 
-Each look k (after n_k pages) runs the fixed-design verdict of ``stats`` on the first n_k pages, at a
+Each look k (after n_k pages) runs the fixed-design verdict of ``clustered`` (documents as the unit, the
+rare-failure rule and the bounded test at the design's alpha; issue 27) on the first n_k pages, the interval at a
 nominal one-sided level α_k instead of 5%: non-inferiority passes when the lower end of the
 (1 − 2α_k) interval clears −margin, a regression is called when the upper end lies below −margin.
 α_k = 1 − Φ(c_k), where c_1, c_2, … are Lan–DeMets alpha-spending boundaries for the z statistics of the
@@ -21,11 +22,13 @@ import hashlib
 import numpy as np
 
 from quantgate.errors import InputError
+from quantgate.judge import clustered as C
 from quantgate.judge import stats
 from quantgate.judge.boundaries import ALPHA, check_looks, design, repeated_p
+from quantgate.judge.compare import within_range
 from quantgate.schema.metrics import check_margin
 from quantgate.schema.sequential import LookBoundary, SequentialDecision, SequentialMetric, Spending
-from quantgate.schema.verdict import DECISIVE, MIN_PAGES, REASONS, VERDICTS
+from quantgate.schema.verdict import DECISIVE, MIN_PAGES
 
 # The first look: the interval is calibrated at 5% from 30 pages (MIN_PAGES), but early looks test at
 # far smaller levels, where 30 skewed pages are not: at a nominal 0.1% they pass a candidate one margin
@@ -98,29 +101,34 @@ def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *
 # --- the decision at a look --------------------------------------------------------------------
 
 def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending, seed, n_resamples,
-              equivalence, min_pages, best_p) -> SequentialMetric:
+              equivalence, min_pages, best_p, documents, rules) -> SequentialMetric:
+    """One metric at one look: the document-level verdict of ``judge.clustered`` on the look's pages, the
+    interval at the look's nominal level, the count rules and the bounded test at the design's alpha."""
     d = d[: bound.pages]
     keep = ~np.isnan(d)  # a page without a value for this metric (e.g. no table) is left out
     d = d[keep]
+    docs = [x for x, k in zip(documents[: bound.pages], keep, strict=True) if k]
     n = len(d)
-    if n < 2:
-        return SequentialMetric(metric=metric, verdict="inconclusive", reason="too_few_pages", decisive=False,
+    if n < 2 or len(set(docs)) < 2:
+        return SequentialMetric(metric=metric, verdict="inconclusive",
+                                reason="too_few_pages" if n < 2 else "too_few_documents", decisive=False,
                                 decided_at_look=None, pages=n, mean=float(d.mean()) if n else None, ci_low=None,
                                 ci_high=None, nominal_alpha=bound.nominal_alpha, interval=None, margin=margin,
                                 noise_floor=None, p_regression_nominal=None, p_regression=best_p)
-    floor = None
-    if e is not None:
-        floor = stats.noise_floor(e[: bound.pages][keep], ALPHA, n_resamples, seed + 1)
-    v, r, b = look_verdicts(d[None, :], margin, bound.nominal_alpha, stats.resample_indices(n, n_resamples, seed),
-                            floor=floor, equivalence=equivalence, min_pages=min_pages)
-    verdict, reason = VERDICTS[int(v[0])], REASONS[int(r[0])]
-    p_nom = float(b.p_regression[0])
+    rule = dict(rules or {})
+    base = rule.pop("baseline", None)
+    dec = C.decide(d, docs, margin, alpha=ALPHA, look_alpha=bound.nominal_alpha,
+                   noise=None if e is None else e[: bound.pages][keep], n_resamples=n_resamples, seed=seed,
+                   min_pages=min_pages, equivalence=equivalence,
+                   baseline_score=None if base is None else float(np.nanmean(base[: bound.pages][keep])), **rule)
+    decisive = dec.verdict in DECISIVE
+    lo, hi = within_range(dec.ci_low, dec.ci_high, rule.get("damage_ceiling", 1.0))
+    p_nom = dec.p_regression
     p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= min_pages else best_p
-    decisive = verdict in DECISIVE
-    return SequentialMetric(metric=metric, verdict=verdict, reason=reason, decisive=decisive,
-                            decided_at_look=bound.look if decisive else None, pages=n, mean=float(b.mean[0]),
-                            ci_low=float(b.lo[0]), ci_high=float(b.hi[0]), nominal_alpha=bound.nominal_alpha,
-                            interval=stats.INTERVALS[int(b.method[0])], margin=margin, noise_floor=floor,
+    return SequentialMetric(metric=metric, verdict=dec.verdict, reason=dec.reason, decisive=decisive,
+                            decided_at_look=bound.look if decisive else None, pages=n, mean=dec.mean,
+                            ci_low=lo, ci_high=hi, nominal_alpha=bound.nominal_alpha,
+                            interval=dec.interval, margin=margin, noise_floor=dec.noise_floor,
                             p_regression_nominal=p_nom, p_regression=p_rep)
 
 
@@ -128,12 +136,17 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
                       noise_by_metric: dict[str, np.ndarray] | None = None, previous: SequentialDecision | None = None,
                       n_max: int | None = None, spending: Spending = "obrien_fleming", alpha: float = ALPHA,
                       n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0, equivalence: bool = False,
-                      min_pages: int = MIN_PAGES) -> SequentialDecision:
+                      min_pages: int = MIN_PAGES, documents: list[str] | None = None,
+                      rules: dict[str, dict] | None = None) -> SequentialDecision:
     """The decision at ``look`` (1-based) of the plan ``looks``. ``d_by_metric``: per metric, the
     oriented differences (higher is better; NaN where a page has no value) of the pages served so far,
     *in ``page_order``*: at least ``looks[look-1]`` of them. ``noise_by_metric``: the baseline re-run
     on the same pages, same order (optional). ``previous``: the decision at ``look - 1``, whose
-    decisive metrics stay frozen; without it the earlier looks are replayed (same seed, same answer)."""
+    decisive metrics stay frozen; without it the earlier looks are replayed (same seed, same answer).
+    ``documents``: each page's document, same order (None: each page its own). ``rules``: per metric, the
+    document-level settings of ``clustered.decide`` (worst_page_damage, worst_document_damage, damage_ceiling,
+    min_documents, baseline_floor, baseline_higher_is_better, and ``baseline``: the baseline's page scores, same
+    order, for baseline_score)."""
     plan = design(looks, n_max=n_max, alpha=alpha, spending=spending)
     n_max = looks[-1] if n_max is None else n_max
     if isinstance(look, bool) or not isinstance(look, int) or not 1 <= look <= len(looks):
@@ -142,6 +155,10 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
         raise InputError("no metrics to decide: d_by_metric is empty")
     pages = looks[look - 1]
     arrays, noise = {}, {}
+    longest = max(len(np.asarray(x)) for x in d_by_metric.values())
+    documents = [f"page {i}" for i in range(longest)] if documents is None else [str(x) for x in documents]
+    if len(documents) < pages:
+        raise InputError(f"documents: {len(documents)} given, but look {look} needs the first {pages} pages'")
     for m, d in d_by_metric.items():
         if m not in margins:
             raise InputError(f"metric {m!r}: no margin given (margins has {sorted(margins)})")
@@ -174,7 +191,7 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
                 continue  # frozen at its decisive look
             best = state[m].p_regression if m in state else 1.0
             state[m] = _evaluate(m, arrays[m], noise.get(m), margins[m], plan[k - 1], looks, n_max, spending, seed,
-                                 n_resamples, equivalence, min_pages, best)
+                                 n_resamples, equivalence, min_pages, best, documents, (rules or {}).get(m))
         if k < look and all(s.decisive for s in state.values()):
             raise InputError(f"the pass already stopped at look {k} (every verdict decisive); do not look again")
     done = all(s.decisive for s in state.values())

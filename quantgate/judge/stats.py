@@ -16,6 +16,10 @@ Method (docs/statistics.md has the why, a worked example and the calibration tab
   the lower end is above −margin, a regression is called when the upper end is below −margin.
   p-values invert the same interval, so ``p ≤ α`` agrees with it (up to ties).
 
+Verdicts are made by ``quantgate.judge.clustered`` (documents as the unit, issue 27); what stays here is the
+page-level interval, which the sequential looks and the historical page-level calibration
+(benchmarks/verdict_calibration.py) still use, and the descriptive percentile interval of ``quantgate score``.
+
 Hand-written because no maintained library offers the Hall-studentized bootstrap, p-values from a
 bootstrap interval, or either vectorised over many simulated studies.
 """
@@ -29,18 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from quantgate.schema.metrics import check_margin
 from quantgate.schema.verdict import (
     DEFAULT_CONFIDENCE,
-    DEFAULT_POWER,
     DEFAULT_RESAMPLES,
     INTERVALS,
     MIN_PAGES,
     REASONS,
     VERDICTS,
-    IntervalName,
-    ReasonName,
-    VerdictName,
 )
 
 _CHUNK_ELEMENTS = 4_000_000  # bounds memory: resamples per chunk × pages
@@ -186,7 +185,7 @@ def _hall(x, mean, s, m1, m2, m3, margin, alpha):
     p = _share_below(g_b, g_m)
     bad = ~np.isfinite(xi_lo) | ~np.isfinite(xi_hi) | ~np.isfinite(g_m)
     lo[bad] = hi[bad] = p[bad] = np.nan
-    return lo, hi, p, np.zeros(len(x), dtype=np.int64)
+    return lo, hi, p, np.full(len(x), INTERVALS.index("studentized_hall"), dtype=np.int64)
 
 
 def _g_inverse(y, a, c):
@@ -247,73 +246,3 @@ def classify(n: int, mean, lo, hi, all_zero, floor, margin: float, *, equivalenc
                        [R("too_few_pages"), R("identical_outputs"), R("noise_exceeds_margin"), R("ci_inside_margin"),
                         R("ci_beyond_margin")], R("ci_straddles_margin"))
     return verdict, reason
-
-
-def pages_needed(mean: float, sd: float, margin: float, *, alpha: float = (1 - DEFAULT_CONFIDENCE) / 2,
-                 power: float = DEFAULT_POWER, equivalence: bool = False) -> int | None:
-    """Pages for the one-sided test to decide (either way) with probability ``power`` if the true
-    mean and spread are the observed ones — normal approximation: n = ((z₁₋α + z_power)·sd / gap)²,
-    gap the distance from the mean to the bound it must clear. None when no n decides it."""
-    gap = min(abs(mean + margin), abs(margin - mean)) if equivalence else abs(mean + margin)
-    return _pages_for_gap(sd, gap, alpha, power)
-
-
-def _pages_for_gap(sd: float, gap: float, alpha: float, power: float) -> int | None:
-    if not gap > 0 or not math.isfinite(sd) or not math.isfinite(gap):
-        return None
-    z = float(ndtri(1 - alpha) + ndtri(power))
-    return max(2, math.ceil((z * sd / gap) ** 2))
-
-
-@dataclass
-class Decision:
-    verdict: VerdictName
-    reason: ReasonName
-    mean: float  # oriented: higher is better
-    ci_low: float
-    ci_high: float
-    margin: float
-    noise_floor: float | None
-    noise_mean: float | None
-    p_regression: float
-    interval: IntervalName
-    pages_needed: int | None
-
-
-def decide(d_oriented: np.ndarray, margin: float, *, noise: np.ndarray | None = None,
-           confidence: float = DEFAULT_CONFIDENCE, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-           equivalence: bool = False, min_pages: int = MIN_PAGES, power: float = DEFAULT_POWER) -> Decision:
-    """One paired comparison. ``noise`` (e_i = baseline'_i − baseline_i, same pages, same
-    orientation) gives the noise floor, which is reported and never added to the margin."""
-    d = np.asarray(d_oriented, dtype=np.float64)
-    if len(d) < 2:
-        raise ValueError("a paired comparison needs at least 2 pages")
-    margin = check_margin("the comparison", margin)
-    if noise is not None and len(noise) != len(d):
-        raise ValueError("the noise run must cover the same pages as the comparison")
-    alpha = (1 - confidence) / 2
-    b = paired_bounds(d[None, :], margin, alpha, resample_indices(len(d), n_resamples, seed))
-    floor = noise_mean = None
-    if noise is not None:
-        noise = np.asarray(noise, dtype=np.float64)
-        floor, noise_mean = noise_floor(noise, alpha, n_resamples, seed + 1), float(noise.mean())
-    v, r = classify(len(d), b.mean, b.lo, b.hi, np.all(d == 0), floor, margin, equivalence=equivalence,
-                    min_pages=min_pages)
-    verdict, reason = VERDICTS[int(v[0])], REASONS[int(r[0])]
-    mean, lo, hi = float(b.mean[0]), float(b.lo[0]), float(b.hi[0])
-    need = None
-    if verdict == "inconclusive":
-        # the spread the interval implies (wider than the pages' sd on skewed data), never below that sd
-        z = float(ndtri(1 - alpha)) / math.sqrt(len(d))
-        side = max(mean - lo, hi - mean) if equivalence else (mean - lo if mean > -margin else hi - mean)
-        sd = max(float(d.std(ddof=1)), side / z)
-        need = pages_needed(mean, sd, margin, alpha=alpha, power=power, equivalence=equivalence)
-        if reason == "too_few_pages":
-            need = max(min_pages, need or 0)
-        elif reason == "noise_exceeds_margin" and noise is not None and floor is not None and noise_mean is not None:
-            # the floor (|mean(e)| plus its sampling error) falls below the margin only if |mean(e)| does
-            sd_e = max(float(noise.std(ddof=1)), (floor - abs(noise_mean)) / z)
-            need_e = _pages_for_gap(sd_e, margin - abs(noise_mean), alpha, power)
-            need = None if need_e is None else max(need_e, need or 0, min_pages)
-    return Decision(verdict, reason, mean, lo, hi, margin, floor, noise_mean,
-                    float(b.p_regression[0]), INTERVALS[int(b.method[0])], need)

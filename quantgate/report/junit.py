@@ -16,6 +16,10 @@ def _numbers(v) -> str:
     floor = "none" if v.noise_floor is None else f"{v.noise_floor:.4f}{shift}"
     holm = "" if v.p_regression_holm is None else f", p_regression_holm {v.p_regression_holm:.3g}"
     changed = "" if v.pages_changed is None else f", {v.pages_changed} of {v.pages_compared} pages changed"
+    if v.documents is not None:  # issue 27: what the verdict rests on beyond the pages
+        base = "–" if v.baseline_score is None else f"{v.baseline_score:.4f}"
+        deff = "–" if v.design_effect is None else f"{v.design_effect:.2f}"
+        changed += f", baseline score {base}, {v.documents} documents, design effect {deff}, flips {v.flips}"
     return (f"{v.test}, delta {v.delta:+.4f}, one-sided {1 - v.alpha:.0%} bounds [{v.ci_low:+.4f}, {v.ci_high:+.4f}] "
             f"({v.interval}), margin {v.margin:.4f} ({v.margin_source}), noise floor {floor}, n {v.n}{holm}{changed}")
 

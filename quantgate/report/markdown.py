@@ -64,6 +64,12 @@ def _pages(v) -> str:
     return f"{v.n}" + ("" if v.pages_changed is None else f" ({v.pages_changed} of {v.pages_compared} changed)")
 
 
+def _docs(v) -> str:
+    """baseline score, documents and design effect, flips (issue 27): "–" where a row lacks one (schema 2)."""
+    flips = "–" if v.flips is None else f"{v.flips}" + ("" if v.flips_source != "scores" else " (scores)")
+    return f"{_f(v.baseline_score)} | {_f(v.documents, 'd')} | {_f(v.design_effect, '.2f')} | {flips}"
+
+
 def _verdict(v) -> str:
     return ICON[v.verdict] + (f" (≈{v.pages_needed} pages to decide)" if v.pages_needed else "")
 
@@ -79,11 +85,12 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     if warn:
         lines += [f"> ⚠️ **{warn}**", ""]
     lines += ["| variant | metric | verdict | reason | Δ (cand − base) | one-sided 95% bounds | margin | noise floor "
-              "(shift) | p regression (Holm) | pages |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "(shift) | p regression (Holm) | pages | baseline score | documents | design effect | flips |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in r.verdicts:
         better = "↑" if v.higher_is_better else "↓"
         lines.append(f"| {v.variant} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
-                     f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} |")
+                     f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} | {_docs(v)} |")
     lines += [""] + [f"- **{v.variant} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
     lines += _sequential_lines(r)
     lines += _lmeval_lines(r)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from quantgate.errors import InputError
 
@@ -27,6 +27,14 @@ class MetricSpec(BaseModel):
     # A family is scored only when asked for (``--metrics omnidoc`` or by name), not by default: its metrics
     # need block-level truth and a page without the category is not scored on them (docs/metrics.md).
     family: str | None = None
+    # issue 27: the worst damage one page can take, for the rare-failure rule (docs/statistics.md, "Rare
+    # failures"); None: the whole range (margin_ceiling: 1 for ned/checks, an output that reads nothing; cer/wer
+    # are clipped to [0, 1] for the verdict, so 1 for them too)
+    worst_page_damage: float | None = None
+    # the baseline's own mean score past which it cannot read the pages and every verdict is vacuous (reason
+    # baseline_unfit, issue 27 item 6): past 0.5 at least half the text (ned, cer, wer, bow_f1, table_teds) or,
+    # below 0.2, four checks in five (checks) are wrong, so "as good as the baseline" says nothing
+    baseline_floor: float | None = None
 
     @property
     def margin_ceiling(self) -> float:
@@ -35,22 +43,81 @@ class MetricSpec(BaseModel):
         lo, hi = self.range
         return 1.0 if hi is None else hi - lo
 
+    @property
+    def damage(self) -> float:
+        """The worst page damage the rare-failure rule assumes unless a study or flag declares a smaller one."""
+        return self.margin_ceiling if self.worst_page_damage is None else self.worst_page_damage
+
+    @property
+    def clipped(self) -> bool:
+        """Unbounded rates (cer, wer) are judged on min(score, 1): one page cannot outweigh the rest unboundedly."""
+        return self.range[1] is None
+
+    @model_validator(mode="after")
+    def _defaults_in_range(self):
+        for field in ("worst_page_damage", "baseline_floor"):
+            problem = setting_problem(self, field, getattr(self, field), self.margin)
+            if problem:
+                raise ValueError(f"metric {self.name}: {field}: {problem}")
+        return self
+
+
+def setting_problem(spec: MetricSpec, field: str, value: object, margin: float) -> str | None:
+    """What is wrong with a declared ``worst_page_damage``/``worst_document_damage`` (above the margin — a page
+    damaged by at most the margin cannot move the mean past it — and at most the metric's range) or
+    ``baseline_floor`` (within the metric's range) for ``spec``; None: nothing."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{value!r} is not a finite number; give it in {spec.name}'s units"
+    v, ceiling = float(value), spec.margin_ceiling
+    if field == "baseline_floor":
+        lo, hi = spec.range
+        if v < lo or (hi is not None and v > hi):
+            return f"{v:g} is outside {spec.name}'s range [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
+        return None
+    if not margin < v <= ceiling:
+        return (f"{v:g} must be above the margin {margin:g} and at most {spec.name}'s range {ceiling:g} (the "
+                "damage of a page that reads nothing)")
+    return None
+
+
+def check_setting(metric: str, field: str, value: float | None, margin: float, *, where: str | None = None
+                  ) -> float | None:
+    """A declared per-metric setting as a float (None stays None), or InputError naming ``where`` (default: the
+    field and metric). Metrics outside the registry take any finite damage above the margin and no floor."""
+    if value is None:
+        return None
+    where = where or f"{field} for {metric}"
+    if metric not in METRICS:
+        if field == "baseline_floor":
+            raise InputError(f"{where}: {metric!r} is not in quantgate's registry, so it has no range to judge a "
+                             "baseline floor against; leave it out")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
+                not value > margin:
+            raise InputError(f"{where}: {value!r} must be a finite number above the margin {margin:g}")
+        return float(value)
+    problem = setting_problem(METRICS[metric], field, value, margin)
+    if problem:
+        raise InputError(f"{where}: {problem}")
+    return float(value)
+
 
 METRICS: dict[str, MetricSpec] = {s.name: s for s in (
-    MetricSpec(name="ned", higher_is_better=False, range=(0.0, 1.0), margin=0.01, margin_why="one character in a hundred",
+    MetricSpec(name="ned", baseline_floor=0.5, higher_is_better=False, range=(0.0, 1.0), margin=0.01, margin_why="one character in a hundred",
                doc="normalized Levenshtein distance: edits / max(len(pred), len(truth)), after NFKC + whitespace folding"),
-    MetricSpec(name="cer", higher_is_better=False, range=(0.0, None), margin=0.01,
+    MetricSpec(name="cer", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.01,
                margin_why="one character error per hundred truth characters", doc="character error rate: edits / len(truth)"),
-    MetricSpec(name="wer", higher_is_better=False, range=(0.0, None), margin=0.02,
+    MetricSpec(name="wer", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.02,
                margin_why="one word in fifty (one wrong character already costs its whole word)",
                doc="word error rate: word edits / words in truth (a CJK, kana or Thai character is a word)"),
-    MetricSpec(name="bow_f1", higher_is_better=True, range=(0.0, 1.0), margin=0.01,
+    MetricSpec(name="bow_f1", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.01,
                margin_why="about one word in a hundred missing or extra",
                doc="bag-of-words F1 after markdown stripping: content regardless of order (words as wer counts them)"),
-    MetricSpec(name="table_teds", higher_is_better=True, range=(0.0, 1.0), margin=0.02,
+    MetricSpec(name="table_teds", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.02,
                margin_why="about one wrong cell in a 7 x 7 table (one node of ~57)",
                doc="tree-edit-distance similarity of tables (pages whose truth has tables)"),
-    MetricSpec(name="checks", higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
+    MetricSpec(name="checks", baseline_floor=0.2, higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
                doc="pass rate of olmOCR-bench checks as upstream scores them (present/absent/order/table/baseline/format/"
                    "footnote/math); math renders KaTeX in headless Chromium and is skipped, counted by reason, without it"),
     *(MetricSpec(name=n, higher_is_better=hib, range=(0.0, 1.0), margin=m, margin_why=why, doc=doc, family="omnidoc")

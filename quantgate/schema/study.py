@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from quantgate.schema.base import FieldError, Record
-from quantgate.schema.metrics import METRICS, declared_margin, margin_problem
+from quantgate.schema.metrics import METRICS, declared_margin, margin_problem, setting_problem
 from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.speed import MIN_WAVES, SpeedWaves
 from quantgate.schema.summary import Summary
-from quantgate.schema.verdict import MIN_PAGES, MIN_RESAMPLES, TestName
+from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_PAGES, MIN_RESAMPLES, TestName
 
 
 class _S(BaseModel):
@@ -36,6 +36,7 @@ _Num = BeforeValidator(_not_bool)
 PositiveInt = Annotated[int, _Num, Field(ge=1)]
 NonNegativeInt = Annotated[int, _Num, Field(ge=0)]
 PositiveFloat = Annotated[float, _Num, Field(gt=0)]
+NonNegativeFloat = Annotated[float, _Num, Field(ge=0)]
 # each request in flight holds a connection; a wait longer than a day is a hang (as the CLI flags)
 ConcurrencyLevel = Annotated[int, _Num, Field(ge=1, le=65_535)]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
@@ -152,6 +153,15 @@ class Study(_S):
     resamples: PositiveInt = 10_000
     # below the calibrated minimum (MIN_PAGES) only for smoke tests: the report says the verdicts are not calibrated
     min_pages: Annotated[int, _Num, Field(ge=2)] = MIN_PAGES
+    # issue 27 (docs/statistics.md, "In a study"): per metric, like margins, because each is in the metric's units —
+    # the worst damage of a page (document) a pass assumes (unset: the metric's range), the baseline's floor
+    # (unset: the registry's) and the planning alternative of pages_needed (how much worse, >= 0; unset: 0);
+    # min_documents is a count, one for the study
+    worst_page_damage: dict[str, PositiveFloat] = Field(default_factory=dict)
+    worst_document_damage: dict[str, PositiveFloat] = Field(default_factory=dict)
+    baseline_floor: dict[str, NonNegativeFloat] = Field(default_factory=dict)
+    expected_shift: dict[str, NonNegativeFloat] = Field(default_factory=dict)
+    min_documents: Annotated[int, _Num, Field(ge=2)] = MIN_DOCUMENTS
     test: TestName = "non_inferiority"
     output: str | None = None
     lm_eval: LmEvalSpec | None = None
@@ -192,7 +202,30 @@ class Study(_S):
             problem = margin_problem(m, value)
             if problem:
                 raise FieldError(("margins", m), problem)
+        used = self.margins_used()
+        for field in ("worst_page_damage", "worst_document_damage", "baseline_floor", "expected_shift"):
+            for m, value in getattr(self, field).items():
+                if m not in self.metrics:
+                    raise FieldError((field, m), f"not one of the study's metrics {self.metrics}")
+                problem = (setting_problem(METRICS[m], field, value, used[m]) if field != "expected_shift" else
+                           None if value < used[m] else f"{value:g} must be below the margin {used[m]:g} (no study "
+                           "passes a candidate a whole margin worse)")
+                if problem:
+                    raise FieldError((field, m), problem)
+        for m, value in self.worst_document_damage.items():
+            page = self.worst_page_damage.get(m, METRICS[m].damage)
+            if value > page:
+                raise FieldError(("worst_document_damage", m), f"{value:g} is above the worst page damage {page:g}; "
+                                 "a document's mean damage cannot exceed its worst page's")
         return self
+
+    def verdict_settings(self, metric: str) -> dict[str, Any]:
+        """What the study declares for ``metric``'s verdict beyond its margin (``judge.compare.compare_scores``'s
+        keyword arguments)."""
+        return {"worst_page_damage": self.worst_page_damage.get(metric),
+                "worst_document_damage": self.worst_document_damage.get(metric),
+                "baseline_floor": self.baseline_floor.get(metric), "expected_shift": self.expected_shift.get(metric, 0.0),
+                "min_documents": self.min_documents}
 
     # --- what the study's fields imply, computed here once -----------------------------------------------
 

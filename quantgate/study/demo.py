@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from quantgate.schema.study import StudyOutcome
 
 READER = Path(__file__).resolve().parents[1] / "assets" / "reader"
+MARGINS = {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}
 
 
 def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict[str, Any]:
@@ -28,11 +29,23 @@ def demo_study(pages: int, variants: list[str], min_pages: int | None = None) ->
         # transformers serve answers one request at a time, so a second speed level would only repeat the
         # first: every variant is served at concurrency 1, the baseline again at 2 as its noise run
         "concurrency": [1], "noise_concurrency": 2, "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
-        "margins": {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}, "seed": 0, "resamples": 10000,
+        "margins": MARGINS, "seed": 0, "resamples": 10000,
+        # issue 27: 32 held-out pages, each its own document, cannot rule out a rare failure at the default worst
+        # page damage (the range: 299 pages at a 0.01 margin). The demo declares that no page is damaged by more
+        # than 0.1 (29 pages at 0.01, 14 at 0.02); every verdict says so, and a page damaged by more refutes it
+        "worst_page_damage": {"ned": 0.1, "cer": 0.1, "bow_f1": 0.1},
         # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
         # (32 documents: at 40 pages, every held-out page, and at least the 30 a verdict needs)
         "lm_eval": {"page_task": True, "limit": 32, "margin": 0.05},
-    } | ({"min_pages": min_pages} if min_pages else {})
+    } | (_smoke(min_pages) if min_pages else {})
+
+
+def _smoke(min_pages: int) -> dict[str, Any]:
+    """A smoke test on a few pages, deliberately below the calibrated minimums (the report and the gate say so):
+    as few documents as pages, and a worst page damage of 2.5 margins, which 6 pages rule out
+    (⌈ln 0.05 / ln 0.6⌉ = 6), so that identical outputs can still pass on the ~6 held-out pages of `--pages 8`."""
+    return {"min_pages": min_pages, "min_documents": max(2, min_pages),
+            "worst_page_damage": {m: 2.5 * v for m, v in MARGINS.items()}}
 
 
 def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, console: Console | None = None,

@@ -10,7 +10,8 @@ verdicts. Then the family rule (docs/statistics.md, "Multiplicity"):
 0  every checked verdict is ``within_noise`` (an intersection–union test: no adjustment needed);
 1  a definite failure: a regression that stays one after Holm's adjustment over the study's verdicts,
    or ``not_equivalent`` (outputs differ under ``exact``; better beyond the margin under ``equivalence``);
-2  anything else short of a pass: inconclusive, or a regression Holm does not confirm;
+2  anything else short of a pass: inconclusive, or a regression Holm does not confirm; a baseline below its
+   floor (``baseline_unfit``) is 2 whatever the other verdicts, its first line naming the metric and score;
 3  the folder cannot be trusted or is unfinished: summary.json missing, malformed or from another
    schema, the study incomplete, a verdict missing, extra or different from what the files give,
    a margin not finite/positive/below its metric's range, or any file changed — one line naming it."""
@@ -120,6 +121,11 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
     if pages_outside(rep.inputs.pages):
         lines.append(OUTSIDE_NOTE)
     words = [r for _, _, r in checked]
+    unfit = {(r.metric, r.baseline_score, r.baseline_floor) for r in words if r.reason == "baseline_unfit"}
+    if unfit:  # no candidate can be judged against a baseline that cannot read the pages: say so first
+        return GateResult(INCONCLUSIVE, [
+            f"baseline unfit: {st.baseline} scores {score:.4f} {metric} (floor {floor:g}); every verdict on {metric} "
+            "is vacuous until the baseline reads these pages" for metric, score, floor in sorted(unfit)] + lines)
     if all(r.verdict == "within_noise" for r in words):
         return GateResult(PASS, lines)
     if any(holm_confirmed(r) or r.verdict == "not_equivalent" for r in words):

@@ -140,12 +140,12 @@ def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
     """The page set (synthesized when the study asks), a sequential study's plan (its page budget checked
     before anything is quantized or served), the lm-eval tasks, and the backend's paths resolved."""
     from quantgate.io.pageset import load_pageset, verify_page_files
-    from quantgate.judge.replay import judged_ids, make_plan
+    from quantgate.judge.replay import study_plan
 
     pages_dir = _pages(st, base, out, clock)
     ps = load_pageset(pages_dir)
     verify_page_files(ps)  # on every start: nothing is reused, served or scored from a page that changed
-    plan = make_plan(st, judged_ids(judged_pages(pages_dir, out), st.split, st.limit)) if st.sequential else None
+    plan = study_plan(st, judged_pages(pages_dir, out)) if st.sequential else None
     return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                 st.backend.resolved(base, out), plan)
 

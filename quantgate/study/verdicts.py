@@ -18,7 +18,7 @@ from quantgate.io.fileio import sha256_file
 from quantgate.io.scores import read_scores
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.family import adjust_family
-from quantgate.judge.replay import judged_ids, make_plan, replay, verdict_rows
+from quantgate.judge.replay import replay, study_plan, verdict_rows
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
@@ -67,7 +67,8 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
             verdict = compare_scores(base, cand, m, noise=v_noise, margin=st.margins.get(m), seed=st.seed,
                                      n_resamples=st.resamples, min_pages=st.min_pages,
                                      equivalence=st.test == "equivalence", exact=st.test == "exact",
-                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name)
+                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name,
+                                     **st.verdict_settings(m))
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
     return rows
 
@@ -76,7 +77,7 @@ def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | 
                          decisions: dict[str, SequentialDecision] | None) -> list[VariantVerdict]:
     if pages_file is None:
         raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
-    plan = make_plan(st, judged_ids(pages_file, st.split, st.limit))
+    plan = study_plan(st, pages_file)
     rows = []
     for v in st.variants:
         if v.name == st.baseline:

@@ -3,13 +3,15 @@
 import json
 from pathlib import Path
 
-from quantgate.scoring import compare_files
+from quantgate.judge.compare import compare_files
 
 HERE = Path(__file__).parent
 CASES = [({"seed": 7}, True), ({"seed": 7, "margin": 0.02}, True), ({"seed": 7, "margin": 0.004}, False),
-         ({"seed": 7, "margin": 0.02, "equivalence": True}, True), ({"seed": 3, "n_resamples": 2000}, False)]
+         ({"seed": 7, "margin": 0.02, "equivalence": True}, True), ({"seed": 3, "n_resamples": 2000}, False),
+         ({"seed": 7, "margin": 0.02, "worst_page_damage": 0.1}, True)]
 KEYS = ("verdict", "reason", "interval", "n", "delta", "ci_low", "ci_high", "noise_floor", "p_regression",
-        "pages_needed", "pages_changed")
+        "pages_needed", "pages_changed", "documents", "design_effect", "effective_n", "rare_failure_pages",
+        "rare_failure_documents", "baseline_score", "documents_needed", "flips", "p_noninferiority")
 
 out = []
 for args, noise in CASES:

@@ -85,6 +85,11 @@ FLAGS = {
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
     ("compare", "--resamples"): ints(1000),
+    ("compare", "--worst-page-damage"): floats(0),  # then above the margin, within the metric's range: compare
+    ("compare", "--worst-document-damage"): floats(0),
+    ("compare", "--baseline-floor"): floats(0, lo_open=False),  # then within the metric's range: compare
+    ("compare", "--min-documents"): ints(2),
+    ("compare", "--expected-shift"): floats(0, lo_open=False),  # then below the margin: compare
     ("tune", "--effective-bits"): floats(0),
     ("tune", "--speedup"): floats(0),
     ("tune", "--speed-concurrency"): ints(1, 100_000),
@@ -323,6 +328,12 @@ STUDY_FIELDS = {
     "seed": (*ints(0), False),
     "resamples": (*ints(1000), False),  # a 5% tail needs ~1,000 resamples
     "min_pages": (*ints(2), False),
+    # issue 27: above ned's default margin 0.01, at most its range 1; the floor within [0, 1]; below the margin
+    "worst_page_damage.ned": (*floats(0.01, 1), False),
+    "worst_document_damage.ned": (*floats(0.01, 1), False),
+    "baseline_floor.ned": (*floats(0, 1, lo_open=False), False),
+    "expected_shift.ned": (*floats(0, 0.01, lo_open=False, hi_open=True), False),
+    "min_documents": (*ints(2), False),
     "schema_version": ("int", lambda v: v == 1, False),
     "lm_eval.limit": (*ints(1), True),
     "lm_eval.concurrent": (*ints(1), False),
@@ -350,8 +361,8 @@ def study_with(field: str, value) -> dict:
         st_["lm_eval"] = {"page_task": True, **({rest[0]: value} if len(rest) == 1 else {rest[0]: {rest[1]: value}})}
     elif head == "concurrency":
         st_["concurrency"] = [value]
-    elif head == "margins":
-        st_["margins"] = {rest[0]: value}
+    elif head in ("margins", "worst_page_damage", "worst_document_damage", "baseline_floor", "expected_shift"):
+        st_[head] = {rest[0]: value}
     else:
         st_[head] = value
     return st_

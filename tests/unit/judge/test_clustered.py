@@ -37,7 +37,7 @@ def test_one_page_per_document_is_the_page_bootstrap(n):
     rng = np.random.default_rng(n)
     x = np.where(rng.random((6, n)) < 0.5, 0.0, rng.normal(-0.01, 0.05, (6, n)))
     page = st.paired_bounds(x, M, 0.05, list(st.resample_indices(n, 4000, 7)))
-    assert (page.method == 0).all()  # the Hall-studentized interval, not a fallback
+    assert (page.method == st.INTERVALS.index("studentized_hall")).all()  # the Hall-studentized interval, not a fallback
     doc = C.cluster_bounds(_pages(x), M, 0.05, list(C.resample_counts(n, 4000, 7)))
     np.testing.assert_allclose(doc.lo_hall, page.lo, rtol=0, atol=1e-13)
     np.testing.assert_allclose(doc.hi_hall, page.hi, rtol=0, atol=1e-13)
@@ -325,7 +325,7 @@ def bench():
 
 
 def test_worked_example_of_the_docs(bench):
-    """docs/statistics-documents.md, "Worked example": the same seeded document set, the same verdicts."""
+    """docs/statistics.md, "Worked example": the same seeded document set, the same verdicts."""
     pages, docs, declared = bench.worked_example()
     assert (pages["verdict"], pages["reason"], pages["documents"]) == ("within_noise", "ci_inside_margin", 2010)
     assert (docs["verdict"], docs["reason"]) == ("inconclusive", "rare_failures_not_ruled_out")

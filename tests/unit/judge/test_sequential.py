@@ -139,16 +139,23 @@ def test_page_order_seeded():
 LOOKS = [100, 200, 300, 400]
 
 
-def test_identical_outputs_stop_at_the_first_look():
-    dec = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01})
+D01 = {"ned": {"worst_page_damage": 0.1}}  # issue 27: 29 pages rule out a rare failure (the range, 1: 299)
+
+
+def test_identical_scores_stop_at_the_first_look():
+    dec = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
     m = dec.metrics["ned"]
     assert dec.stop and dec.stop_reason == "all_decisive" and dec.pages_used == 100
-    assert (m.verdict, m.reason, m.decided_at_look) == ("within_noise", "identical_outputs", 1)
+    assert (m.verdict, m.reason, m.decided_at_look) == ("within_noise", "identical_scores", 1)
+    # at the default worst page damage, 100 pages cannot rule out a rare failure: the look is not decisive
+    m = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}).metrics["ned"]
+    assert (m.verdict, m.reason) == ("inconclusive", "rare_failures_not_ruled_out")
 
 
 def test_large_regression_stops_at_the_first_look():
     d = np.random.default_rng(3).normal(-0.1, 0.03, 400)
-    dec = sq.sequential_decide(1, LOOKS, {"ned": d, "cer": np.zeros(400)}, {"ned": 0.01, "cer": 0.01})
+    dec = sq.sequential_decide(1, LOOKS, {"ned": d, "cer": np.zeros(400)}, {"ned": 0.01, "cer": 0.01},
+                               rules={"cer": {"worst_page_damage": 0.1}})
     assert dec.stop and dec.look == 1 and dec.alpha_spent == pytest.approx(8.8575e-5, rel=1e-3)
     m = dec.metrics["ned"]
     assert (m.verdict, m.reason, m.decided_at_look, m.pages) == ("regression", "ci_beyond_margin", 1, 100)
@@ -178,11 +185,11 @@ def test_frozen_once_decisive_and_replay_equals_incremental():
     margins = {"ned": 0.01, "cer": 0.01}
     prev = None
     for k in range(1, 5):
-        prev = sq.sequential_decide(k, LOOKS, d, margins, previous=prev, seed=3)
+        prev = sq.sequential_decide(k, LOOKS, d, margins, previous=prev, seed=3, rules=D01)
         if prev.stop:
             break
     assert prev.metrics["ned"].verdict == "within_noise" and prev.metrics["ned"].decided_at_look == 1
-    replay = sq.sequential_decide(prev.look, LOOKS, d, margins, seed=3)
+    replay = sq.sequential_decide(prev.look, LOOKS, d, margins, seed=3, rules=D01)
     assert replay.model_dump() == prev.model_dump()
 
 
@@ -190,9 +197,9 @@ def test_noise_floor_blocks_a_pass():
     rng = np.random.default_rng(6)
     d = rng.normal(0.0, 0.005, 400)
     e = np.where(rng.random(400) < 0.3, rng.normal(0.04, 0.02, 400), 0.0)  # the baseline moves by itself
-    dec = sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, noise_by_metric={"ned": e})
+    dec = sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, noise_by_metric={"ned": e}, rules=D01)
     assert dec.metrics["ned"].reason == "noise_exceeds_margin" and not dec.stop
-    assert sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}).metrics["ned"].verdict == "within_noise"
+    assert sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, rules=D01).metrics["ned"].verdict == "within_noise"
 
 
 def test_error_at_the_margin_small_simulation():
@@ -235,8 +242,8 @@ def test_previous_must_match():
         sq.sequential_decide(3, LOOKS, d, {"ned": 0.01}, previous=first)
     with pytest.raises(InputError, match="previous"):
         sq.sequential_decide(2, LOOKS, d, {"ned": 0.01}, previous=first, spending="pocock")
-    stopped = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01})
+    stopped = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
     with pytest.raises(InputError, match="already stopped"):
-        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, previous=stopped)
+        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, previous=stopped, rules=D01)
     with pytest.raises(InputError, match="already stopped"):
-        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01})
+        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)

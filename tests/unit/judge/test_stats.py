@@ -15,11 +15,13 @@ from scipy import stats as sps
 
 from quantgate.errors import InputError
 from quantgate.io.scores import read_scores
+from quantgate.judge import clustered as C
 from quantgate.judge import stats as st
 from quantgate.judge.compare import compare_files, compare_scores
 from quantgate.judge.family import adjust_family, confirmed, holm
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
+from quantgate.schema.verdict import Verdict
 from tests.support.paths import DATA, REPO
 
 GOLDEN = DATA / "golden"
@@ -112,44 +114,81 @@ def test_p_values_agree_with_the_interval():
     assert agree >= 118  # disagreement only where -margin falls between two neighbouring resamples
 
 
-def test_degenerate_and_fallback_intervals():
-    same = st.decide(np.full(40, -0.02), 0.01)
+def test_degenerate_interval():
+    ids = [f"p{i}" for i in range(40)]
+    same = C.decide(np.full(40, -0.02), ids, 0.01)
     assert (same.verdict, same.reason, same.interval) == ("regression", "ci_beyond_margin", "degenerate")
     assert same.ci_low == same.ci_high == -0.02
-    # one page of 200 changed: too few resamples have any spread for a studentized interval
-    d = np.zeros(200)
-    d[17] = -0.33
-    one = st.decide(d, 0.01)
-    assert one.interval == "bca" and one.verdict == "within_noise" and -0.01 < one.ci_low < -0.00165
 
 
 # --- reasons ---------------------------------------------------------------------------------
 
 def test_every_reason():
+    """Issue 27: each reason from compare_scores, documents from the rows (none here: each page its own)."""
     rng = np.random.default_rng(0)
     base = rng.uniform(0.05, 0.3, 100)
-    v = compare_scores(_scores(base), _scores(base + rng.normal(0, 0.003, 100)), "ned")
+    ok = base + rng.normal(0, 0.003, 100)
+    v = compare_scores(_scores(base), _scores(ok), "ned", worst_page_damage=0.1)
     assert (v.verdict, v.reason, v.margin, v.margin_source) == ("within_noise", "ci_inside_margin", 0.01, "registry")
+    assert (v.documents, v.design_effect, v.rare_failure_pages, v.worst_page_damage_source) == (100, pytest.approx(1),
+                                                                                                  29, "declared")
+    assert "assuming no page is damaged by more than 0.1 (declared)" in v.message
+    # the same pages at the default D (ned's range, 1): 299 pages would be needed to see a rare failure
+    v = compare_scores(_scores(base), _scores(ok), "ned")
+    assert (v.verdict, v.reason, v.rare_failure_pages, v.worst_page_damage_source) == (
+        "inconclusive", "rare_failures_not_ruled_out", 299, "metric default")
+    assert v.pages_needed >= 299 and "declare a smaller worst_page_damage" in v.message
     v = compare_scores(_scores(base), _scores(base + 0.03 + rng.normal(0, 0.003, 100)), "ned")
-    assert (v.verdict, v.reason) == ("regression", "ci_beyond_margin") and v.ci_low > 0.01
-    v = compare_scores(_scores(base), _scores(base + 0.01 + rng.normal(0, 0.03, 100)), "ned")
+    assert (v.verdict, v.reason) == ("regression", "ci_beyond_margin") and v.ci_low > 0.01  # no count rule
+    v = compare_scores(_scores(base), _scores(base + 0.01 + rng.normal(0, 0.03, 100)), "ned", worst_page_damage=0.2)
     assert (v.verdict, v.reason) == ("inconclusive", "ci_straddles_margin") and v.pages_needed > 100
     v = compare_scores(_scores(base[:29]), _scores(base[:29] + 0.2), "ned")
-    assert (v.verdict, v.reason, v.pages_needed) == ("inconclusive", "too_few_pages", 30)
-    v = compare_scores(_scores(base), _scores(base), "ned", margin=0.001)
-    assert (v.verdict, v.reason, v.ci_low, v.ci_high) == ("within_noise", "identical_outputs", 0.0, 0.0)
+    assert (v.verdict, v.reason) == ("inconclusive", "too_few_pages") and v.pages_needed >= 30
+    v = compare_scores(_scores(base), _scores(base), "ned", margin=0.05)  # no output hashes: identical scores
+    assert (v.verdict, v.reason, v.ci_low, v.ci_high) == ("within_noise", "identical_scores", 0.0, 0.0)
+    texts = [f"text {i}" for i in range(100)]
+    v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts), "ned", margin=0.05)
+    assert (v.reason, v.flips, v.flips_source) == ("identical_outputs", 0, "output_sha256")
+    v = compare_scores(_scores(base), _scores(base), "ned", margin=0.001)  # 2,995 pages needed for a pass
+    assert (v.verdict, v.reason) == ("inconclusive", "rare_failures_not_ruled_out")
     noisy = base + rng.normal(0.0, 0.08, 100)
-    v = compare_scores(_scores(base), _scores(base), "ned", noise=_scores(noisy))
-    assert v.reason == "identical_outputs"  # the candidate is the baseline on these pages, whatever the noise
-    v = compare_scores(_scores(base), _scores(base + rng.normal(0, 0.003, 100)), "ned", noise=_scores(noisy))
+    v = compare_scores(_scores(base), _scores(ok), "ned", noise=_scores(noisy), worst_page_damage=0.1)
     assert (v.verdict, v.reason) == ("inconclusive", "noise_exceeds_margin")
     assert v.noise_floor > 0.01 and v.margin == 0.01
     for words in ("larger margin", "more pages", "batch-invariantly"):
         assert words in v.message
-    texts = [f"text {i}" for i in range(100)]
+    v = compare_scores(_scores(base), _scores(ok), "ned", baseline_floor=0.1)  # the baseline reads ~0.18 ned
+    assert (v.verdict, v.reason, v.baseline_floor) == ("inconclusive", "baseline_unfit", 0.1)
+    assert f"scores {base.mean():.4f} ned, above the floor 0.1" in v.message and v.pages_needed is None
+    v = compare_scores(_scores(base), _scores(ok), "ned", min_documents=200, worst_page_damage=0.1)
+    assert (v.verdict, v.reason) == ("inconclusive", "too_few_documents")
     v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts[:-1] + ["changed"]), "ned",
                        exact=True)
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 100)
+
+
+def test_compare_clusters_by_the_rows_document():
+    """Issue 27 item 1: 100 pages in 10 documents of 10, whole documents damaged: with the rows' document the
+    design effect is large and the effective n small; the same scores without documents are 100 independent
+    pages. Flips and pages worse than the threshold are counted with their ids."""
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.05, 0.2, 100)
+    hit = np.repeat(rng.random(10) < 0.3, 10)  # whole documents
+    cand = base + hit * 0.05 + rng.normal(0, 0.002, 100)
+    docs = [f"doc{i // 10}" for i in range(100)]
+    b = {r.page_id: r.model_copy(update={"document": d}) for r, d in zip(_scores(base).values(), docs, strict=True)}
+    c = {r.page_id: r.model_copy(update={"document": d}) for r, d in zip(_scores(cand).values(), docs, strict=True)}
+    clustered = compare_scores(b, c, "ned", worst_page_damage=0.2, min_documents=5)
+    flat = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.2, min_documents=5)
+    assert (clustered.documents, clustered.largest_document, flat.documents) == (10, 10, 100)
+    assert clustered.design_effect > 5 and flat.design_effect == pytest.approx(1, abs=0.05)
+    assert clustered.effective_n < 20 < flat.effective_n
+    assert clustered.ci_high - clustered.ci_low > 2 * (flat.ci_high - flat.ci_low)
+    assert clustered.delta == pytest.approx(flat.delta)  # page-weighted: the same estimate
+    assert clustered.flips == 100 and clustered.flips_source == "scores"  # no hashes: pages whose score changed
+    worse = compare_scores(b, c, "ned", worst_page_damage=0.2, min_documents=5, worse_threshold=0.04)
+    assert worse.pages_worse == int(hit.sum()) and set(worse.pages_worse_ids) == {
+        f"p{i:03d}" for i in np.flatnonzero(hit)}
 
 
 def test_noise_floor_is_shown_never_added_to_the_margin():
@@ -157,7 +196,7 @@ def test_noise_floor_is_shown_never_added_to_the_margin():
     base = rng.uniform(0, 0.3, 300)
     noise = base + np.where(rng.random(300) < 0.3, rng.normal(0.004, 0.01, 300), 0.0)
     cand = base + 0.008 + rng.normal(0, 0.004, 300)  # 0.8 margins worse: passes at 0.01, fails at 0.005
-    v = compare_scores(_scores(base), _scores(cand), "ned", noise=_scores(noise))
+    v = compare_scores(_scores(base), _scores(cand), "ned", noise=_scores(noise), worst_page_damage=0.05)
     assert v.verdict == "within_noise" and v.margin == 0.01 and 0 < v.noise_floor < 0.01
     assert v.noise_delta == pytest.approx((noise - base).mean(), abs=1e-12)
     v = compare_scores(_scores(base), _scores(cand), "ned", noise=_scores(noise), margin=0.005)
@@ -169,12 +208,14 @@ def test_noise_floor_is_shown_never_added_to_the_margin():
 def test_equivalence_fails_a_suspiciously_better_candidate():
     base = np.linspace(0.5, 0.9, 200)
     better = base + 0.05 + np.random.default_rng(4).normal(0, 0.01, 200)
-    ni = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1")
-    eq = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", equivalence=True)
+    ni = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", worst_page_damage=0.1)
+    eq = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", equivalence=True,
+                        worst_page_damage=0.1)
     assert (ni.verdict, ni.test) == ("within_noise", "non_inferiority")
     assert (eq.verdict, eq.reason, eq.test) == ("not_equivalent", "ci_beyond_margin", "equivalence")
     close = base + np.random.default_rng(5).normal(0, 0.01, 200)
-    eq = compare_scores(_scores(base, "bow_f1"), _scores(close, "bow_f1"), "bow_f1", equivalence=True)
+    eq = compare_scores(_scores(base, "bow_f1"), _scores(close, "bow_f1"), "bow_f1", equivalence=True,
+                        worst_page_damage=0.1)
     assert eq.verdict == "within_noise" and -0.01 < eq.ci_low and eq.ci_high < 0.01
 
 
@@ -196,7 +237,11 @@ def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
     assert (same.verdict, same.reason, same.pages_changed) == ("within_noise", "identical_outputs", 0)
     v = compare_scores(a, b, "ned", exact=True, min_pages=2)
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 10)
-    assert compare_scores(a, b, "ned", min_pages=2).reason == "identical_outputs"  # the scores cannot tell
+    # issue 27 item 8: one output changed but scored the same: identical scores, not identical outputs (10 pages
+    # rule out rare failures only up to a damage of 0.03)
+    tiny = dict(min_pages=2, min_documents=2, worst_page_damage=0.03)
+    assert compare_scores(a, b, "ned", **tiny).reason == "identical_scores"
+    assert compare_scores(a, a, "ned", **tiny).reason == "identical_outputs"
     old = {k: ScoreRow(**{kk: vv for kk, vv in r.line().items() if kk != "output_sha256"}) for k, r in a.items()}
     assert compare_scores(old, a, "ned", min_pages=2).pages_changed is None  # old score files still compare
     with pytest.raises(InputError, match="no output_sha256.*re-score"):
@@ -207,13 +252,6 @@ def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
 
 
 # --- power, multiplicity, defaults -----------------------------------------------------------
-
-def test_pages_needed_normal_approximation():
-    # ((z_.95 + z_.80) * 0.03 / 0.005)^2 = (2.4865 * 6)^2 = 222.6
-    assert st.pages_needed(-0.005, 0.03, 0.01) == 223
-    assert st.pages_needed(-0.01, 0.03, 0.01) is None  # on the margin: no n decides it
-    assert st.pages_needed(0.0, 0.03, 0.01, power=0.5) == pytest.approx((1.6449 * 3) ** 2, abs=1)
-
 
 def test_holm_and_family_regressions():
     # Holm 1979 step-down on a textbook family: p sorted .005 .01 .03 .04 -> x4 x3 x2 x1, running max
@@ -335,10 +373,62 @@ def test_cli_compare_json_and_text():
                 "delta", "ci_low", "ci_high", "confidence", "margin", "requested_margin", "noise_floor", "seed",
                 "n_resamples", "pages_needed", "missing_pages")
     new_keys = ("reason", "test", "message", "alpha", "interval", "margin_source", "noise_delta", "min_pages", "power",
-                "pages_needed_method", "p_regression", "p_noninferiority", "p_regression_holm", "pages_changed")
+                "pages_needed_method", "p_regression", "p_noninferiority", "p_regression_holm", "pages_changed",
+                "documents", "largest_document", "design_effect", "effective_n", "worst_page_damage",
+                "worst_page_damage_source", "worst_document_damage", "worst_document_damage_source",
+                "rare_failure_pages", "rare_failure_documents", "baseline_score", "baseline_floor", "pages_needed",
+                "documents_needed", "planning_shift", "flips", "pages_worse", "pages_worse_ids")
     assert set(old_keys + new_keys) <= set(v)
     r = _qg("compare", str(g / "baseline.jsonl"), str(g / "candidate.jsonl"), "--metric", "ned", "--noise",
-            str(g / "noise.jsonl"), "--seed", "7", "--margin", "0.02")
+            str(g / "noise.jsonl"), "--seed", "7", "--margin", "0.02", "--worst-page-damage", "0.1")
     assert r.returncode == 0 and "WITHIN_NOISE (ci_inside_margin)" in r.stdout and "noise floor 0.0179" in r.stdout
+    assert "baseline score 0.0380 (floor 0.5), 40 documents (largest 1 pages), design effect 1.00" in r.stdout
+    assert v["documents"] == 40 and v["baseline_score"] == pytest.approx(v["baseline_mean"]) and v["flips"] == 11
     r = _qg("compare", str(g / "baseline.jsonl"), str(g / "candidate.jsonl"), "--metric", "ned", "--exact")
     assert r.returncode == 1 and "11 of 40 pages' outputs differ" in r.stdout
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"worst_page_damage": 1.5}, r"worst_page_damage for ned: 1.5 must be above the margin 0.01 and at most ned's range 1"),
+    ({"worst_page_damage": 0.005}, r"worst_page_damage for ned: 0.005 must be above the margin"),
+    ({"worst_document_damage": 0.2, "worst_page_damage": 0.1}, r"worst_document_damage for ned: 0.2 is above"),
+    ({"baseline_floor": 1.2}, r"baseline_floor for ned: 1.2 is outside ned's range \[0, 1\]"),
+    ({"baseline_floor": -0.1}, r"baseline_floor for ned: -0.1 is outside"),
+    ({"expected_shift": 0.01}, r"expected_shift for ned: 0.01 must be >= 0 .* below the margin"),
+    ({"min_documents": 1}, r"min_documents 1: must be an integer >= 2"),
+])
+def test_document_settings_outside_the_metric_range_are_one_error_naming_the_field(kw, msg):
+    a = _scores(np.linspace(0, 0.2, 40))
+    with pytest.raises(InputError, match=msg):
+        compare_scores(a, a, "ned", **kw)
+
+
+def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
+    base = np.full(60, 0.1)
+    cand = base.copy()
+    cand[7] = 0.5  # one page 0.4 worse: more than the declared 0.1
+    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    assert (v.worst_page_damage, v.worst_page_damage_source, v.rare_failure_pages) == (1.0, "exceeded", 299)
+    assert v.verdict != "within_noise" and v.pages_worse == 1 and v.pages_worse_ids == ["p007"]
+
+
+def test_a_schema_2_verdict_still_reads():
+    """summary.json files written before issue 27 hold schema-2 verdict rows: they read, the new fields empty."""
+    a = _scores(np.linspace(0, 0.2, 40))
+    row = compare_scores(a, a, "ned", margin=0.05).model_dump()
+    old = {k: v for k, v in row.items() if k not in Verdict.model_fields or k in list(Verdict.model_fields)[
+        : list(Verdict.model_fields).index("documents")]} | {"schema_version": 2, "interval": "studentized_hall"}
+    v = Verdict.model_validate(old)
+    assert v.schema_version == 3 and v.documents is None and v.baseline_score is None and v.pages_worse_ids == []
+    with pytest.raises(ValueError):
+        Verdict.model_validate(old | {"schema_version": 4})
+
+
+def test_an_end_the_bootstrap_cannot_bound_is_the_metrics_range_not_zero():
+    """One page of 40 changed (better): the bootstrap cannot bound the upper side; the record holds ned's range
+    there (a true bound), never 0 — an interval that would exclude the estimate."""
+    base = np.full(40, 0.1)
+    cand = base.copy()
+    cand[3] = 0.05
+    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    assert v.ci_low == -1.0 and v.ci_low <= v.delta <= v.ci_high

@@ -216,12 +216,21 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     assert "max(study margin" not in page and "Holm" in page
     md = (out / "report.md").read_text()
     assert re.search(r"\| bad \| ned ↓ \| ❌ regression \| `ci_beyond_margin` \| \+0\.\d{4} \| \[\+0\.\d{4}, \+0\.\d{4}\] "
-                     r"studentized_hall \| 0\.0100 \(registry\) \| 0\.\d{4} \(\+0\.\d{4}\) \|", md)
+                     r"cluster_hall_t \| 0\.0100 \(registry\) \| 0\.\d{4} \(\+0\.\d{4}\) \|", md)
+    # issue 27: baseline score, documents, design effect and flips beside each verdict (40 single-page documents)
+    assert "| baseline score | documents | design effect | flips |" in md
+    assert re.search(r"\| bad \| ned ↓ .* \| 40 \(\d+ of 40 changed\) \| 0\.\d{4} \| 40 \| 1\.00 \| \d+ \|", md)
+    assert "<th>baseline score</th><th>documents</th><th>design effect</th><th>flips</th>" in page
+    assert "40 documents, design effect 1.00, flips" in junit_text(out)
     assert "noise floor (shift)" in md and "## Worst pages" not in md and "90% CI" not in md
     assert md.count("(ci_beyond_margin): at least") == 3
     junit = (out / "junit.xml").read_text()
     assert 'failures="3"' in junit and 'skipped="0"' in junit and 'classname="quantgate.bad" name="ned"' in junit
     assert 'type="regression"' in junit and "regression (ci_beyond_margin): at least" in junit
+
+
+def junit_text(out):
+    return (out / "junit.xml").read_text()
 
 
 # --- issue 20: engine settings beside the speed table ----------------------------------------------

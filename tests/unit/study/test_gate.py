@@ -128,6 +128,7 @@ def _study_margin_inf(s):
 def _wide_margin_declared(s):
     s["study"]["margins"] = {"ned": 0.5}
     s["inputs"]["margins"]["ned"] = 0.5
+    s["study"]["worst_page_damage"].pop("ned")  # declared below the widened margin: refused before the verdicts
 
 
 def _path_outside(s):
@@ -139,7 +140,7 @@ def _path_outside(s):
     (_drop_bad, ["lacks the verdict of bad × ned", "every variant × metric the study declares"]),
     (_margins_inf, ["inputs.margins.ned", "inf is not a usable margin for ned"]),
     (_study_margin_inf, ["summary.json: study: field 'margins.ned'", "finite number"]),
-    (_wide_margin_declared, ["verdicts fp8 × ned: message", "inside the margin 0.5000' from the study's files"]),
+    (_wide_margin_declared, ["verdicts fp8 × ned: message", "inside the margin 0.5000, assuming", "from the study's files"]),
     (_path_outside, ["variants.fp8.path", "points outside its folder"]),
 ], ids=["every-verdict-within-noise", "failing-variant-deleted", "margin-inf", "study-margin-inf",
         "margin-widened", "variant-path-outside"])
@@ -283,7 +284,8 @@ def test_fuzzed_summary_never_passes_and_never_tracebacks(fuzz_folder, data):
 def test_regressions_are_called_by_holm_over_the_study(tmp_path):
     """meh is 'regression' on each metric unadjusted (p < 0.05) but not after Holm's adjustment over the
     study's 6 verdicts: the gate does not pass it (2), and calls no regression (not 1)."""
-    out = finished_study(tmp_path / "s", {"fp8": 0.0005, "meh": 0.03}, seed=2)
+    # 0.035 (was 0.03): each end is now the outer of the Hall bootstrap and Student-t (judge.clustered), a little wider
+    out = finished_study(tmp_path / "s", {"fp8": 0.0005, "meh": 0.035}, seed=2)
     rows = [v for v in json.loads((out / "summary.json").read_text())["verdicts"] if v["variant"] == "meh"]
     assert all(v["verdict"] == "regression" and v["p_regression"] <= 0.05 < v["p_regression_holm"] for v in rows)
     code, lines = gate(out)
@@ -313,7 +315,9 @@ def test_below_the_calibrated_minimum(tmp_path):
     assert all("(too_few_pages)" in x and "below the minimum of 30" in x for x in lines)
     junit = (out / "junit.xml").read_text()
     assert 'skipped="6"' in junit and "inconclusive (too_few_pages)" in junit
-    out = finished_study(tmp_path / "smoke", pages=8, min_pages=4)
+    # issue 27: a smoke study also lowers min_documents and declares a worst page damage its 8 pages can rule out
+    out = finished_study(tmp_path / "smoke", pages=8, min_pages=4, min_documents=4,
+                         worst_page_damage={"ned": 0.02, "cer": 0.02, "bow_f1": 0.02})
     code, lines = gate(out, variants=["fp8"])
     assert code == 0 and lines[-1].startswith("note: verdicts on 8 pages, below the calibrated minimum of 30")
     assert "min_pages is 4, below the calibrated minimum of 30" in (out / "report.md").read_text()
@@ -398,3 +402,18 @@ def test_the_gate_says_it_does_not_vouch_for_a_page_set_outside_the_folder(tmp_p
     code, out, _ = _cli("gate", folder)
     assert code == 0 and "does not vouch for them" in out.splitlines()[-3], out
     assert "does not vouch for report.md, report.html, junit.xml" in out.splitlines()[-2]
+
+
+def test_a_baseline_that_cannot_read_is_exit_2_naming_the_metric_and_score(tmp_path):
+    """Issue 27 item 6: a baseline floor the baseline misses (here declared at 0.01 ned, the synthetic baseline
+    reads ~0.04) makes every verdict on that metric baseline_unfit, and the gate exits 2 whatever the others,
+    its first line naming the metric and the baseline's score."""
+    out = finished_study(tmp_path / "s", {"fp8": 0.0005}, baseline_floor={"ned": 0.01})
+    rows = {v["metric"]: v for v in json.loads((out / "summary.json").read_text())["verdicts"]}
+    assert rows["ned"]["reason"] == "baseline_unfit" and rows["ned"]["verdict"] == "inconclusive"
+    assert rows["bow_f1"]["reason"] != "baseline_unfit"
+    code, lines = gate(out)
+    score = rows["ned"]["baseline_score"]
+    assert code == 2 and lines[0] == (f"baseline unfit: bf16 scores {score:.4f} ned (floor 0.01); every verdict on ned "
+                                      "is vacuous until the baseline reads these pages")
+    assert gate(out, metrics=["bow_f1"])[0] == 0  # the other metrics still judge
