@@ -58,8 +58,8 @@ DEFAULT_POWER = 0.80
 PLANNING_CONFIDENCE = 0.80  # pages_needed plans with an 80% upper confidence bound on the spread
 _CHUNK_ELEMENTS = 4_000_000
 
-VERDICTS = ("within_noise", "regression", "inconclusive", "not_equivalent")
-REASONS = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
+VERDICTS: tuple[VerdictName, ...] = ("within_noise", "regression", "inconclusive", "not_equivalent")
+REASONS: tuple[ReasonName, ...] = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
            "too_few_documents", "rare_failures_not_ruled_out", "identical_outputs", "identical_scores",
            "baseline_unfit")
 # A baseline that cannot read the pages makes every comparison vacuous (issue 27, item 6): the floors on the
