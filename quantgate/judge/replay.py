@@ -111,8 +111,11 @@ def _values(rows: Rows, ids: list[str], metric: str) -> np.ndarray:
     return np.clip(out, 0.0, 1.0) if metric in METRICS and METRICS[metric].clipped else out
 
 
-def _rules(st: Study, base: Rows, ids: list[str]) -> dict[str, dict]:
-    """Per metric, the document-level settings ``clustered.decide`` takes (as ``compare_scores`` derives them)."""
+def _rules(st: Study, base: Rows, ids: list[str], cand: Rows) -> dict[str, dict]:
+    """Per metric, the document-level settings ``clustered.decide`` takes (as ``compare_scores`` derives them);
+    ``same_output``: per page whether both outputs hash the same (identical_outputs needs every one)."""
+    same = np.array([base[i].output_sha256 is not None and base[i].output_sha256 == cand[i].output_sha256
+                     for i in ids], dtype=bool)
     out = {}
     for m in st.metrics:
         spec, given = METRICS[m], st.verdict_settings(m)
@@ -120,7 +123,7 @@ def _rules(st: Study, base: Rows, ids: list[str]) -> dict[str, dict]:
                   "worst_document_damage": given["worst_document_damage"], "damage_ceiling": spec.margin_ceiling,
                   "min_documents": st.min_documents, "baseline_higher_is_better": spec.higher_is_better,
                   "baseline_floor": spec.baseline_floor if given["baseline_floor"] is None else given["baseline_floor"],
-                  "baseline": _values(base, ids, m)}
+                  "baseline": _values(base, ids, m), "same_output": same}
     return out
 
 
@@ -162,7 +165,7 @@ def replay(st: Study, plan: Plan, base: Rows, cand: Rows, noise: Rows | None
         dec = sequential_decide(k, plan.looks, d, st.margins_used(), noise_by_metric=e, previous=dec, n_max=plan.n_max,
                                 spending=sq.spending, n_resamples=st.resamples, seed=st.seed,
                                 equivalence=st.test == "equivalence", min_pages=st.min_pages,
-                                documents=plan.documents[:n], rules=_rules(st, base, ids))
+                                documents=plan.documents[:n], rules=_rules(st, base, ids, cand))
         if dec.stop:
             return dec, None
     raise AssertionError("the last look always stops")  # pragma: no cover

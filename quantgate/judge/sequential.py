@@ -117,6 +117,9 @@ def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending,
                                 noise_floor=None, p_regression_nominal=None, p_regression=best_p)
     rule = dict(rules or {})
     base = rule.pop("baseline", None)
+    same = rule.pop("same_output", None)
+    if same is not None:
+        rule["outputs_identical"] = bool(np.all(np.asarray(same)[: bound.pages][keep]))
     dec = C.decide(d, docs, margin, alpha=ALPHA, look_alpha=bound.nominal_alpha,
                    noise=None if e is None else e[: bound.pages][keep], n_resamples=n_resamples, seed=seed,
                    min_pages=min_pages, equivalence=equivalence,
@@ -146,7 +149,7 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
     ``documents``: each page's document, same order (None: each page its own). ``rules``: per metric, the
     document-level settings of ``clustered.decide`` (worst_page_damage, worst_document_damage, damage_ceiling,
     min_documents, baseline_floor, baseline_higher_is_better, and ``baseline``: the baseline's page scores, same
-    order, for baseline_score)."""
+    order, for baseline_score; ``same_output``: per page whether the outputs hash the same, same order)."""
     plan = design(looks, n_max=n_max, alpha=alpha, spending=spending)
     n_max = looks[-1] if n_max is None else n_max
     if isinstance(look, bool) or not isinstance(look, int) or not 1 <= look <= len(looks):

@@ -20,7 +20,10 @@ from tests.support.stub_study import run, study_yaml
 
 CANDIDATES = {"same": 0.0, "bad": 0.6, "mid": 0.1}  # identical outputs, a clear regression, a smaller one
 SEQ = {"looks": 4, "first_look": 10}
-SMALL = {"min_pages": 10}  # 80 pages: looks at 20, 40, 60, 80 (a smoke-test size; the calibrated minimum is 30)
+# 80 single-page documents: looks at 20, 40, 60, 80 (a smoke-test size; the calibrated minima are 30 pages and 30
+# documents), with a declared worst page damage of 2.5 margins, which 6 pages rule out (issue 27: at the default,
+# every page ruined, a pass needs 299 pages and no look here could decide)
+SMALL = {"min_pages": 10, "min_documents": 10, "worst_page_damage": {"ned": 0.025, "bow_f1": 0.025}}
 
 
 @pytest.fixture(scope="module")
