@@ -136,7 +136,7 @@ def test_speed_waves_are_labelled_and_budgeted_as_speed(tmp_path, fake_quantize)
     stages = [(t["stage"], t["variant"], t["concurrency"]) for t in _lines(out / "timings.jsonl")
               if t["stage"] in ("pages_run", "speed_waves")]
     assert sorted(stages) == sorted([("pages_run", "bf16", 1), ("pages_run", "bf16", 4), ("pages_run", "fast", 1),
-                                     *((("speed_waves", v, c) for v in ("bf16", "fast") for c in (1, 4)))])
+                                     *(("speed_waves", v, c) for v in ("bf16", "fast") for c in (1, 4))])
     rows = json.loads((out / "summary.json").read_text())["time_budget"]["rows"]
     parts = {}
     for r in rows:
