@@ -51,7 +51,8 @@ def test_no_page_fitting_refuses_naming_every_page(pages_and_processor):
     assert str(e.value).count("tokens)") == 8 and "--max-seq-len" in str(e.value)
 
 
-def test_nvfp4_all_holds_the_page_it_refused():
+@pytest.mark.parametrize("preset", ["nvfp4-all", "nvfp4", "mixed", "harmful-all-nvfp4"])  # the calibrated presets
+def test_calibrated_presets_hold_the_page_nvfp4_all_refused(preset):
     log = (REPO / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30" / "study-nvfp4.log").read_text()
     refused = int(re.search(r"(\d+) tokens exceed max_seq_len", log).group(1))
-    assert load_recipe("nvfp4-all").recipe.calibration.max_seq_len >= refused
+    assert load_recipe(preset).recipe.calibration.max_seq_len >= refused
