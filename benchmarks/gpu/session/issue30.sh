@@ -12,7 +12,8 @@
 #   5. if time remains: `quantgate speed-profile` of QG_PROFILE_VARIANTS (default "bf16 fp8-all") at
 #      QG_PROFILE_LEVELS (default 1; e.g. 1,32) into the study's speed/ (a cost table; the report's Decode step)
 #   6. QG_TABLE_FROM=bf16,fp8-all,...: item 4's check (benchmarks/speed_table_check.py) on the other profiles
-#   QG_EXTRA_VARIANTS="nvfp4-all fp8-dynamic nvfp4 mixed": presets added to the study (QG_NVFP4=1: nvfp4-all)
+#   QG_VARIANTS="bf16 fp8-dynamic nvfp4 mixed": the study's variants instead of the YAML's (presets by name)
+#   QG_EXTRA_VARIANTS="nvfp4-all": presets added to the study (QG_NVFP4=1: nvfp4-all)
 #   bash benchmarks/gpu/session/issue30.sh               (after .gpu/install.sh; .gpu-carry/p4mp and .whl carried)
 #   QG_DRY_RUN=1 bash benchmarks/gpu/session/issue30.sh  (this CPU machine: fake vLLM, the tiny Qwen2.5-VL fixture)
 set -uo pipefail
@@ -66,6 +67,8 @@ import yaml
 src, dst, model, pages = sys.argv[1:]
 st = yaml.safe_load(open(src))
 st.update(model=model, pages={"path": pages})
+if os.environ.get("QG_VARIANTS"):  # the study's variants instead of the YAML's (presets by name; bf16 the baseline)
+    st["variants"] = [{"name": r, "recipe": r} for r in dict.fromkeys(os.environ["QG_VARIANTS"].split())]
 extra = os.environ.get("QG_EXTRA_VARIANTS", "").split() + (["nvfp4-all"] if os.environ.get("QG_NVFP4") == "1" else [])
 for r in dict.fromkeys(extra):  # presets by name, each a variant of that name
     st["variants"].append({"name": r, "recipe": r})
