@@ -6,6 +6,8 @@ what bounds every profiled variant (item 5, ``quantgate.speed.explain``).
         # the committed 2026-11-30 profile.json files (GPU time per kernel name: a weight_bytes table)
     python benchmarks/speed_table_check.py --step-profiles DIR --table-from bf16,fp8-all,w4a16-all,nvfp4-all -o OUT
         # `speed_profile` output (DIR/<variant>/c<C>.profile.json: a launch_order table), after a GPU session
+    ... --step-profiles STUDY/speed --study STUDY
+        # and each predicted speed-up against the study's served one (its repeated waves, with their interval)
 
 The committed mode's table comes from the bf16 and fp8-all profiles (the only two whose GEMM time splits by format:
 the others list their five heaviest GEMM names only) and predicts fp8-dynamic; the plans are the committed
@@ -66,7 +68,15 @@ def committed() -> dict:
     return {"attribution": table.attribution, "table_from": built_from, "checks": checks, "bounds": bounds}
 
 
-def from_step_profiles(root: Path, built_from: list[str]) -> dict:
+def served(study: Path) -> dict[tuple[str, int], dict]:
+    """A study's measured speed-ups with their intervals (summary.json, from its repeated waves), by variant and
+    level: what item 4's check compares the table's predicted speed-up with."""
+    s = json.loads((study / "summary.json").read_text())
+    return {(v["name"], int(c)): iv for v in s["variants"] for c, iv in (v.get("speedup_interval") or {}).items()
+            if iv.get("ratio") is not None}
+
+
+def from_step_profiles(root: Path, built_from: list[str], study: Path | None = None) -> dict:
     profiles = [load_step_profile(p) for p in sorted(root.glob("*/c*.profile.json"))]
     table = build_cost_table([p for p in profiles if p.variant in built_from])
     base = {p.concurrency: p for p in profiles if p.variant == "bf16"}
@@ -80,6 +90,10 @@ def from_step_profiles(root: Path, built_from: list[str]) -> dict:
                        "measured_ms": p.gpu_ms_per_step, "error": pred.ms_per_step / p.gpu_ms_per_step - 1,
                        "predicted_speedup": pred.speedup,
                        "measured_speedup": b.gpu_ms_per_step / p.gpu_ms_per_step if b else None})
+        iv = served(study).get((p.variant, p.concurrency)) if study else None
+        if iv:  # the served speed-up, measured in repeated waves, against the predicted one
+            checks[-1].update(served_speedup=iv["ratio"], served_low=iv.get("low"), served_high=iv.get("high"),
+                              served_waves=iv["n_variant"], served_error=pred.speedup / iv["ratio"] - 1)
     return {"attribution": table.attribution, "table_from": built_from, "checks": checks, "table": table.model_dump()}
 
 
@@ -87,15 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--step-profiles", type=Path, help="speed_profile output: DIR/<variant>/c<C>.profile.json")
     ap.add_argument("--table-from", default="bf16,fp8-all", help="the variants the table is built from")
+    ap.add_argument("--study", type=Path, help="a study folder: its measured speed-ups (repeated waves) per level")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "speed_table_check.json")
     a = ap.parse_args(argv)
     built = [v for v in a.table_from.split(",") if v]
-    r = from_step_profiles(a.step_profiles, built) if a.step_profiles else committed()
+    r = from_step_profiles(a.step_profiles, built, a.study) if a.step_profiles else committed()
     errs = [abs(c["error"]) for c in r["checks"] if c.get("error") is not None]
+    se = [abs(c["served_error"]) for c in r["checks"] if c.get("served_error") is not None]
+    recipes = {c["variant"] for c in r["checks"] if c.get("served_error") is not None}
+    levels = {c["concurrency"] for c in r["checks"] if c.get("served_error") is not None}
     r = {"schema_version": SCHEMA_VERSION, **r, "median_abs_error": statistics.median(errs) if errs else None,
          "target": TARGET, "recipes_checked": len(errs),
          # None: fewer than 3 recipes checked, so item 4's check is not measured
          "check_passes": statistics.median(errs) <= TARGET if len(errs) >= 3 else None,
+         # issue 30 item 4 as stated: predicted vs served speed-up, >= 3 recipes at c=1 and c=32 (None: not measured)
+         "served_median_abs_error": statistics.median(se) if se else None,
+         "served_check_passes": statistics.median(se) <= TARGET if len(recipes) >= 3 and {1, 32} <= levels else None,
          "command": "python benchmarks/speed_table_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     atomic_write_json(a.out, r)
     for c in r["checks"]:
@@ -104,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{c['variant']} c={c['concurrency']}: predicted {c['predicted_ms']:.3f} ms/step, measured "
                   f"{c['measured_ms']:.3f} ({c['error']:+.1%}); speed-up {c['predicted_speedup']:.3f} predicted, "
-                  f"{c['measured_speedup'] or float('nan'):.3f} measured")
+                  f"{c['measured_speedup'] or float('nan'):.3f} measured"
+                  + (f", served {c['served_speedup']:.3f} ({c['served_error']:+.1%})" if "served_error" in c else ""))
     for v, b in r.get("bounds", {}).items():
         print(f"{v}: {b['sentence']}")
     print(f"median |error| {r['median_abs_error']} over {len(errs)} recipe(s) (target <= {TARGET:.0%}, >= 3 recipes)")

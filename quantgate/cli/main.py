@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     # lifecycle step at INFO (keep its warnings; set the variable to override), and the tune's report section
     # joins every report this process writes (quantgate.report.sections).
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
+    import quantgate.speed.report  # noqa: F401
     import quantgate.tune.report  # noqa: F401
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -15,10 +15,16 @@ files (under OUT):
   NAME/trace/               vLLM's torch-profiler traces
   NAME/c<C>.profile.json    one pure-decode step per level (a StepProfile); a level already written is kept
   cost-table.json           GPU ms per decode step per format x GEMM x concurrency, from every NAME/c*.profile.json
+  copy-bandwidth.json       --copy-gbs, as given (the weight-read bound of each step divides by it)
+
+OUT = STUDY/speed (a study's folder): the study's report.md / report.html are written again with a "Decode step"
+section beside its speed table: GPU ms and kernels per step, the weight-read bound's share, what bounds it.
 
 example:
   quantgate speed-profile out/variants/bf16 out/variants/fp8-all --pages pages --concurrency 1,32 \\
       --vllm-cmd vllm --server-arg=--max-num-seqs=64 -o cost
+  quantgate speed-profile study/variants/bf16 study/variants/fp8-all --pages pages --copy-gbs 4299.5 \
+      --copy-source "speed_sweep.copy_bandwidth_gbs, same GPU" --vllm-cmd vllm -o study/speed
   quantgate recommend sens.json --speedup 1.2 --speed-table cost/cost-table.json
 """
 
@@ -43,16 +49,27 @@ def register(sub) -> None:
     p.add_argument("--max-tokens", type=int_range(1), default=512, help="tokens per request (default 512)")
     p.add_argument("--startup-timeout", type=positive_float, default=1200.0, metavar="S",
                    help="seconds a server may take to start (default 1200)")
+    p.add_argument("--copy-gbs", type=positive_float, metavar="GB/S",
+                   help="the GPU's measured copy bandwidth, for each step's weight-read bound (OUT/copy-bandwidth.json)")
+    p.add_argument("--copy-source", default="given to speed-profile --copy-gbs",
+                   help="how --copy-gbs was measured (recorded beside it)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from quantgate.errors import InputError
     from quantgate.io.fileio import atomic_write_json
-    from quantgate.schema.speed import load_step_profile
+    from quantgate.report.build import write_reports
+    from quantgate.schema.speed import CopyBandwidth, load_step_profile
+    from quantgate.schema.summary import SUMMARY, load_summary
     from quantgate.speed.costtable import build_cost_table
     from quantgate.speed.profile import check_args, speed_profile
+    from quantgate.speed.report import COPY_BANDWIDTH, SPEED_DIR
 
+    if args.copy_gbs is not None:  # written first: a profile run cut short still has it
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out / COPY_BANDWIDTH, CopyBandwidth(gbs=args.copy_gbs, source=args.copy_source)
+                          .model_dump(mode="json"))
     names = []
     for v in args.variants:  # every variant's flags checked before the first server starts
         names.append(check_args(v, args.concurrency, steps=args.steps, delay=args.delay, max_tokens=args.max_tokens,
@@ -71,4 +88,8 @@ def run(args) -> int:
         return 1
     atomic_write_json(args.out / "cost-table.json", table.model_dump(mode="json"))
     print(f"cost table: {args.out / 'cost-table.json'} ({len(profiles)} profiles)")
+    study = args.out.resolve().parent
+    if args.out.name == SPEED_DIR and (study / SUMMARY).is_file():  # OUT is a study's speed/: its report shows them
+        write_reports(load_summary(study), study)
+        print(f"report: {study / 'report.md'} (decode step section)")
     return 0

@@ -370,7 +370,7 @@ def _compress(job: Build, model, processor, tmp: Path, log: Callable[[str], None
     cal_ids: list[str] = []
     if job.calibration is not None:
         data, cal_ids = calibration_samples(processor, job.calibration, job.prompt, job.samples, job.max_seq_len,
-                                            job.text_only)
+                                            job.text_only, warn=log)
         kw = {"dataset": sample_loader(data), "num_calibration_samples": len(data), "pipeline": job.pipeline}
         note(f"calibrating on {len(data)} page(s)")
         log(f"calibrating on {len(data)} page(s) from {job.calibration} "

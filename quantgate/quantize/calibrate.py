@@ -6,6 +6,8 @@ image-conditioned activations. Every processor output is kept (Qwen3.5 needs
 from __future__ import annotations
 
 import io
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from quantgate.errors import InputError
@@ -39,11 +41,16 @@ def calibration_pages_sha256(pageset_dir: Path, n: int) -> tuple[str, int]:
 
 
 def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_seq_len: int,
-                        text_only: bool = False) -> tuple[list[dict], list[str]]:
+                        text_only: bool = False, warn: Callable[[str], None] | None = None
+                        ) -> tuple[list[dict], list[str]]:
+    """One sample per page of the first ``n`` calibration pages. A page image longer than ``max_seq_len``
+    tokens is left out with a warning (``warn``; default a Python warning), never cut: cutting an image's
+    tokens would desynchronise pixels and placeholders. Only when no page fits is the build refused.
+    ``max_seq_len`` is quantgate's bound, not llmcompressor's: the samples reach oneshot ready-tokenised."""
     from PIL import Image
 
     ps, pages = calibration_pages(pageset_dir, n)
-    samples, ids = [], []
+    samples, ids, long = [], [], []
     for p in pages:
         truth = ps.truth_text(p) or ""
         if text_only:
@@ -59,12 +66,18 @@ def calibration_samples(processor, pageset_dir: Path, prompt: str, n: int, max_s
             img = Image.open(io.BytesIO(ps.image_bytes(p))).convert("RGB")
             enc = processor(text=[text], images=[img], return_tensors="pt")
             if enc["input_ids"].shape[1] > max_seq_len:
-                # Cutting an image's tokens would desynchronise pixels and placeholders: refuse.
-                n_tok = enc["input_ids"].shape[1]
-                raise InputError(f"calibration page {p.id}: {n_tok} tokens exceed max_seq_len {max_seq_len}; "
-                                 "raise --max-seq-len or lower the processor's max_pixels")
+                long.append(f"{p.id} ({enc['input_ids'].shape[1]} tokens)")
+                continue
         samples.append(dict(enc))
         ids.append(p.id)
+    if not samples:
+        raise InputError(f"{pageset_dir}: every calibration page is longer than max_seq_len {max_seq_len}: "
+                         f"{', '.join(long)}; raise --max-seq-len (or the recipe's calibration.max_seq_len) or "
+                         "lower the processor's max_pixels")
+    if long:
+        msg = (f"calibration: {len(long)} of {len(pages)} page(s) longer than max_seq_len {max_seq_len} left out "
+               f"({', '.join(long)}); calibrating on {len(samples)}")
+        (warn or (lambda m: warnings.warn(m, stacklevel=3)))(msg)
     return samples, ids
 
 

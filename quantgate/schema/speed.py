@@ -148,3 +148,20 @@ def load_cost_table(path: str | Path) -> CostTable:
 
 def load_step_profile(path: str | Path) -> StepProfile:
     return read_record_file(StepProfile, Path(path), missing="written by quantgate.speed.profile.speed_profile")
+
+
+COPY_BANDWIDTH_VERSION = 1
+
+
+class CopyBandwidth(Record):
+    """The GPU's measured device-to-device copy bandwidth (``speed-profile --copy-gbs``, measured beside it: e.g.
+    ``benchmarks/gpu/speed_sweep.copy_bandwidth_gbs``), which the weight-read bound of a step divides by."""
+
+    schema_version: int = COPY_BANDWIDTH_VERSION
+    kind: Literal["quantgate.copy_bandwidth"] = "quantgate.copy_bandwidth"
+    gbs: float = Field(gt=0)
+    source: str  # how it was measured
+
+
+def load_copy_bandwidth(path: str | Path) -> CopyBandwidth:
+    return read_record_file(CopyBandwidth, Path(path), missing="written by `quantgate speed-profile --copy-gbs`")

@@ -7,7 +7,8 @@ from typing import Literal
 
 from quantgate.schema.base import Record
 
-StageName = Literal["pages", "quantize", "server_start", "pages_run", "lmeval", "score", "report"]
+# speed_waves: a ``speed:`` study's repeated speed levels (speed.jsonl), apart from its scored page runs
+StageName = Literal["pages", "quantize", "server_start", "pages_run", "speed_waves", "lmeval", "score", "report"]
 
 
 class StageTiming(Record):

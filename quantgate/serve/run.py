@@ -156,6 +156,8 @@ class ServeHooks:
     was served with). ``batches``: levels served batch by batch instead of all pages at once (``PageBatches``)."""
 
     on_level: Callable[[int, int | None], Callable[[RequestRecord], None] | None] | None = None
+    # the speed waves of a level (``ServeOptions.speed``), called as on_level; without it, on_level is called
+    on_speed_level: Callable[[int, int], Callable[[RequestRecord], None] | None] | None = None
     level_done: Callable[[int], None] | None = None
     server: SharedServer | None = None
     layout: ServerLayout | None = None
@@ -337,7 +339,8 @@ class _Run:
             spec = self.request_spec()  # the server's start is not part of the level's stage
             if sw.ignore_eos != self.o.ignore_eos:
                 spec = replace(spec, extra_body={"ignore_eos": True} if sw.ignore_eos else None)
-            cb = self.h.on_level(c, per * len(todo)) if self.h.on_level else None
+            on = self.h.on_speed_level or self.h.on_level
+            cb = on(c, per * len(todo)) if on else None
             for i, k in enumerate(todo):
                 wave = [pages[(k * per + j) % len(pages)] for j in range(per)]
                 loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in wave]

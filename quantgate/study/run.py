@@ -315,11 +315,15 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
 
     def on_level(c: int, n: int | None):
         what = " (noise run)" if v.name == st.baseline and c == st.noise_level else ""
-        if n is not None and st.speed is not None and st.compare_level != c and not what:
-            what = f" (speed, {st.speed.repeats} waves)"
         if ctx.plan is not None and c == st.compare_level:
             what = " (sequential)" if v.name != st.baseline else " (sequential page budget)"
         stage = stages.enter_context(clock.stage("pages_run", f"{v.name}: pages at concurrency {c}{what}", n,
+                                                 variant=v.name, concurrency=c))
+        return lambda rec: stage.advance()
+
+    def on_speed_level(c: int, n: int):  # the waves are speed, at any level (the accuracy level's too)
+        stage = stages.enter_context(clock.stage("speed_waves", f"{v.name}: speed at concurrency {c} "
+                                                 f"({st.speed.repeats} waves)", n, unit="request",
                                                  variant=v.name, concurrency=c))
         return lambda rec: stage.advance()
 
@@ -330,7 +334,8 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
         st.compare_level: accuracy_pass(st, ctx.plan, ctx.ps, ctx.out, v.name, clock.console.detail)}
     with stages:
         serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
-                      ServeHooks(on_level=on_level, level_done=lambda c: stages.close(), server=server,
+                      ServeHooks(on_level=on_level, on_speed_level=on_speed_level,
+                                 level_done=lambda c: stages.close(), server=server,
                                  layout=server.layout, batches=batches, log=clock.console.detail))
     if prestart_next:
         prestart_next()

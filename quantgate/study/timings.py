@@ -62,17 +62,17 @@ def time_budget(st: Study, out: Path, clock: Clock, now: float | None = None) ->
     byte). Overhead: everything that is not a server start, generation or lm-eval."""
     from quantgate.io.fileio import read_jsonl
     from quantgate.schema.run import RequestRecord
+    from quantgate.serve.run import REQUESTS, SPEED
 
     now = time.time() if now is None else now
     out = Path(out)
-    c0 = st.compare_level
     stages = [StageTiming.model_validate(o) for _, o in read_jsonl(clock.path, repair_torn_tail=True)
               if o.get("session") == clock.session] if clock.path.is_file() else []
     stages += [StageTiming(session=clock.session, stage=s, variant=v, start=t0, wall_s=now - t0)
                for s, v, t0 in clock.open.values()]
     rows: list[BudgetRow] = []
     background = engine = generation = lmeval = 0.0
-    requests: dict[str, list[RequestRecord]] = {}
+    requests: dict[tuple[str, str], list[RequestRecord]] = {}
     fore = [(t.start, t.start + t.wall_s) for t in stages if not t.background]
     for t in stages:
         if t.background:
@@ -86,14 +86,14 @@ def time_budget(st: Study, out: Path, clock: Clock, now: float | None = None) ->
                 rows.append(BudgetRow(part="server_start", variant=t.variant, wall_s=exposed, background=True))
                 engine += exposed
             continue
-        part = t.stage if t.stage != "pages_run" else "accuracy" if t.concurrency == c0 else "speed"
-        row = BudgetRow(part=part, variant=t.variant, wall_s=t.wall_s, reused=t.reused)
-        if t.stage == "pages_run" and t.variant:
-            if t.variant not in requests:
-                path = out / "runs" / t.variant / "requests.jsonl"
-                requests[t.variant] = [RequestRecord.model_validate(o) for _, o in
-                                       read_jsonl(path, repair_torn_tail=True)] if path.is_file() else []
-            inside = [(r.start, r.end) for r in requests[t.variant] if r.concurrency == t.concurrency
+        row = BudgetRow(part=_part(st, t), variant=t.variant, wall_s=t.wall_s, reused=t.reused)
+        if t.stage in ("pages_run", "speed_waves") and t.variant:
+            key = (t.variant, REQUESTS if t.stage == "pages_run" else SPEED)
+            if key not in requests:
+                path = out / "runs" / key[0] / key[1]
+                requests[key] = [RequestRecord.model_validate(o) for _, o in
+                                 read_jsonl(path, repair_torn_tail=True)] if path.is_file() else []
+            inside = [(r.start, r.end) for r in requests[key] if r.concurrency == t.concurrency
                       and r.start >= t.start - 1e-3 and r.end <= t.start + t.wall_s + 1e-3]
             row.generation_s, row.requests = round(_union_s(inside), 3), len(inside)
             generation += row.generation_s
@@ -106,3 +106,14 @@ def time_budget(st: Study, out: Path, clock: Clock, now: float | None = None) ->
     return TimeBudget(session=clock.session, wall_s=round(wall, 3), rows=rows, background_s=round(background, 3),
                       engine_start_s=round(engine, 3), generation_s=round(generation, 3), lmeval_s=round(lmeval, 3),
                       overhead_s=round(overhead, 3), overhead_share=overhead / wall)
+
+
+def _part(st: Study, t: StageTiming) -> str:
+    """The budget part of a stage. Page runs are accuracy at the compared level; at another level they are
+    speed, unless the study sends its speed in waves (``speed:``), when the only other page run is the
+    baseline's noise run (accuracy). Waves are speed at every level, the compared one included."""
+    if t.stage == "speed_waves":
+        return "speed"
+    if t.stage != "pages_run":
+        return t.stage
+    return "accuracy" if t.concurrency == st.compare_level or st.speed is not None else "speed"

@@ -332,6 +332,7 @@ def test_server_starts_that_overlap_each_other_count_once(tmp_path):
 
     class _St:
         compare_level = 1
+        speed = None
 
     b = time_budget(_St(), tmp_path, clock, now=1110.0)
     assert b.wall_s == 110.0 and b.engine_start_s == 100.0 and b.overhead_s >= 0

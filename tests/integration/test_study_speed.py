@@ -119,3 +119,29 @@ def test_speed_needs_three_repeats(tmp_path):
 
     with pytest.raises(InputError, match="repeats"):
         load_study(_study(tmp_path, speed={"repeats": 2}))
+
+
+def test_speed_waves_are_labelled_and_budgeted_as_speed(tmp_path, fake_quantize):
+    """Issue 30: the c=1 waves were counted as accuracy in the time budget (with 0 requests: their records are
+    in speed.jsonl), and the baseline's c=4 waves were shown as its "(noise run)"."""
+    from quantgate.study import run_study
+
+    out, said = tmp_path / "out", []
+    run_study(_study(tmp_path), out, log=said.append)
+    text = "\n".join(said)
+    assert text.count("(noise run)") == 1 and "bf16: pages at concurrency 4 (noise run)" in text
+    for name in ("bf16", "fast"):
+        for c in (1, 4):
+            assert f"{name}: speed at concurrency {c} (3 waves)" in text
+    stages = [(t["stage"], t["variant"], t["concurrency"]) for t in _lines(out / "timings.jsonl")
+              if t["stage"] in ("pages_run", "speed_waves")]
+    assert sorted(stages) == sorted([("pages_run", "bf16", 1), ("pages_run", "bf16", 4), ("pages_run", "fast", 1),
+                                     *(("speed_waves", v, c) for v in ("bf16", "fast") for c in (1, 4))])
+    rows = json.loads((out / "summary.json").read_text())["time_budget"]["rows"]
+    parts = {}
+    for r in rows:
+        if r["part"] in ("accuracy", "speed"):
+            parts.setdefault((r["part"], r["variant"]), []).append(r["requests"])
+    # accuracy: the scored pages (4 at c=1; the baseline's noise run 4 more); speed: 3 waves x (3 at c=1, 4 at c=4)
+    assert parts == {("accuracy", "bf16"): [4, 4], ("accuracy", "fast"): [4],
+                     ("speed", "bf16"): [9, 12], ("speed", "fast"): [9, 12]}

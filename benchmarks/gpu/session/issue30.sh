@@ -9,8 +9,11 @@
 #   3. `quantgate study studies-4b/speed_4b.yaml` (bf16, fp8-all, w4a16-all; QG_NVFP4=1 adds nvfp4-all): quantize,
 #      one server at a time, accuracy pass c=1, speed levels c=1 and c=32 in 3 waves each with ignore_eos
 #   4. each start's warm-up -> KV-cache span from the server logs (start_spans.py)
-#   5. if time remains: `quantgate speed-profile` of bf16 and fp8-all at c=1 (a cost table; item 4's check needs
-#      recipes the table was not built from: not in this session)
+#   5. if time remains: `quantgate speed-profile` of QG_PROFILE_VARIANTS (default "bf16 fp8-all") at
+#      QG_PROFILE_LEVELS (default 1; e.g. 1,32) into the study's speed/ (a cost table; the report's Decode step)
+#   6. QG_TABLE_FROM=bf16,fp8-all,...: item 4's check (benchmarks/speed_table_check.py) on the other profiles
+#   QG_VARIANTS="bf16 fp8-dynamic nvfp4 mixed": the study's variants instead of the YAML's (presets by name)
+#   QG_EXTRA_VARIANTS="nvfp4-all": presets added to the study (QG_NVFP4=1: nvfp4-all)
 #   bash benchmarks/gpu/session/issue30.sh               (after .gpu/install.sh; .gpu-carry/p4mp and .whl carried)
 #   QG_DRY_RUN=1 bash benchmarks/gpu/session/issue30.sh  (this CPU machine: fake vLLM, the tiny Qwen2.5-VL fixture)
 set -uo pipefail
@@ -64,8 +67,11 @@ import yaml
 src, dst, model, pages = sys.argv[1:]
 st = yaml.safe_load(open(src))
 st.update(model=model, pages={"path": pages})
-if os.environ.get("QG_NVFP4") == "1":
-    st["variants"].append({"name": "nvfp4-all", "recipe": "nvfp4-all"})
+if os.environ.get("QG_VARIANTS"):  # the study's variants instead of the YAML's (presets by name; bf16 the baseline)
+    st["variants"] = [{"name": r, "recipe": r} for r in dict.fromkeys(os.environ["QG_VARIANTS"].split())]
+extra = os.environ.get("QG_EXTRA_VARIANTS", "").split() + (["nvfp4-all"] if os.environ.get("QG_NVFP4") == "1" else [])
+for r in dict.fromkeys(extra):  # presets by name, each a variant of that name
+    st["variants"].append({"name": r, "recipe": r})
 if os.environ.get("QG_DRY_RUN") == "1":
     st.update(max_tokens=8, concurrency=[1, 4], calibration_samples=2)
     st["backend"].update(max_model_len=2048, extra_args=["--enforce-eager"])
@@ -88,13 +94,24 @@ PA=(--server-arg=--kv-cache-memory-bytes=8589934592 --server-arg=--max-num-seqs=
     --server-arg=--gdn-prefill-backend=triton --server-arg=--no-enable-prefix-caching
     --server-arg=--max-model-len=8192 --server-arg=--gpu-memory-utilization=0.3)
 dry && PA=(--server-arg=--enforce-eager --server-arg=--max-model-len=2048)
+# into the study's speed/ (its report gains the Decode step section); --copy-gbs from step 2's hbm.json
+PV=()
+for v in ${QG_PROFILE_VARIANTS:-bf16 fp8-all}; do PV+=("$STUDY/variants/$v"); done
+CG=()
+[ -f "$O/hbm.json" ] && CG=(--copy-gbs "$($PY -c "import json; print(json.load(open('$O/hbm.json'))['hbm_copy_gbs'])")"
+                            --copy-source "benchmarks/gpu/speed_sweep.copy_bandwidth_gbs, this GPU, this session")
 if [ "${QG_PROFILE:-1}" = 1 ]; then
-  step speed-profile "${QG_PROFILE_CAP_S:-300}" 150 --requires "$STUDY/variants/fp8-all" -- \
-    $PY -m quantgate speed-profile "$STUDY/variants/bf16" "$STUDY/variants/fp8-all" --pages .gpu-carry/p4mp \
-    --concurrency 1 --vllm-cmd "$QUANTGATE_VLLM" --compile-cache "$STUDY/.vllm-cache" "${PA[@]}" \
-    --max-tokens 256 -o "$W/prof"
+  step speed-profile "${QG_PROFILE_CAP_S:-300}" 150 --requires "${PV[-1]}" -- \
+    $PY -m quantgate speed-profile "${PV[@]}" --pages .gpu-carry/p4mp \
+    --concurrency "${QG_PROFILE_LEVELS:-1}" --vllm-cmd "$QUANTGATE_VLLM" --compile-cache "$STUDY/.vllm-cache" "${PA[@]}" \
+    --max-tokens 256 "${CG[@]}" -o "$STUDY/speed"
   mkdir -p "$O/prof"
-  (cd "$W/prof" 2>/dev/null && find . \( -name '*.json' -o -name '*.log' \) -print0 | xargs -0 -r cp --parents -t "$O/prof")
+  (cd "$STUDY/speed" 2>/dev/null && find . \( -name '*.json' -o -name '*.log' \) -print0 | xargs -0 -r cp --parents -t "$O/prof")
+fi
+# 6. item 4's check: the table from QG_TABLE_FROM's profiles predicts every other profiled variant's step
+if [ -n "${QG_TABLE_FROM:-}" ]; then
+  step speed-table-check 60 5 --requires "$STUDY/speed" -- $PY benchmarks/speed_table_check.py \
+    --step-profiles "$STUDY/speed" --table-from "$QG_TABLE_FROM" --study "$STUDY" -o "$O/speed_table_check.json"
 fi
 collect_study
 echo "i30 done: $(left) s left"

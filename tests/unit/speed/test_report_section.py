@@ -1,0 +1,82 @@
+"""The study report's decode-step section (issue 30 item 5) on the 2026-12-02 H200 session's own files: its
+study summary, the bf16 and fp8-all decode profiles at c=1 and its measured copy bandwidth (hbm.json)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from quantgate.speed.report import markdown_lines, step_rows
+
+SESSION = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30"
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    shutil.copy(SESSION / "study" / "summary.json", tmp_path / "summary.json")
+    for v in ("bf16", "fp8-all"):
+        (tmp_path / "speed" / v).mkdir(parents=True)
+        shutil.copy(SESSION / "prof" / v / "c1.profile.json", tmp_path / "speed" / v / "c1.profile.json")
+    gbs = json.loads((SESSION / "hbm.json").read_text())["hbm_copy_gbs"]
+    (tmp_path / "speed" / "copy-bandwidth.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "quantgate.copy_bandwidth", "gbs": gbs, "source": "hbm.json"}))
+    return tmp_path
+
+
+def _row(md: list[str], variant: str, c: int) -> list[str]:
+    return next(x for x in md if x.startswith(f"| {variant} | {c} |")).strip("| ").split(" | ")
+
+
+def test_the_sentence_follows_the_measured_step(study):
+    md = markdown_lines(study)
+    assert "## Decode step" in md
+    bf16, fp8 = _row(md, "bf16", 1), _row(md, "fp8-all", 1)
+    # pages/s from the study's own speed table, the step from its profile
+    assert bf16[2:5] == ["0.454", "3.387", "564"] and fp8[2:5] == ["0.524", "2.921", "507"]
+    rows = {(r.variant, r.concurrency): r.bound for r in step_rows(study)}
+    b, f = rows[("bf16", 1)], rows[("fp8-all", 1)]
+    # the bf16 bound agrees with the issue's own (508 tok/s by weight bytes at this bandwidth, speed_sweep.py)
+    assert 1e3 / b.bound_ms == pytest.approx(508, rel=0.02)
+    # half the bytes, but only 14% less step: fp8-all's read is under half its step, bf16's over
+    assert f.bound_ms < 0.6 * b.bound_ms and f.gpu_ms_per_step > 0.85 * b.gpu_ms_per_step
+    assert b.share >= 0.5 > f.share
+    assert bf16[5] == f"{b.share:.0%}" and bf16[6].startswith("weight-read bound at c=1") and "564 kernels" in bf16[6]
+    assert fp8[5] == f"{f.share:.0%}" and fp8[6].startswith("kernel-count bound at c=1")
+    assert "507 kernels, 2.92 ms/step" in fp8[6] and "fewer weight bytes buy little" in fp8[6]
+
+
+def test_levels_and_variants_without_a_profile_say_not_measured(study):
+    md = markdown_lines(study)
+    for v, c in (("bf16", 32), ("w4a16-all", 1)):
+        assert _row(md, v, c)[3:] == ["not measured"] * 4
+    (study / "speed" / "copy-bandwidth.json").unlink()  # profiles, no bandwidth: the step shown, no bound
+    row = _row(markdown_lines(study), "fp8-all", 1)
+    assert row[3:5] == ["2.921", "507"] and row[5] == "not measured (no copy bandwidth)"
+
+
+def test_a_study_without_profiles_gets_no_section(study):
+    shutil.rmtree(study / "speed")
+    assert markdown_lines(study) == []
+
+
+def test_speed_profile_into_a_study_rewrites_its_report(study):
+    """``speed-profile -o STUDY/speed``: the bandwidth recorded, the levels already profiled kept (no server
+    started), and the study's report.md / report.html written again with the section."""
+    from quantgate.cli.main import main
+
+    for v in ("bf16", "fp8-all"):
+        (study / "variants" / v).mkdir(parents=True)
+        shutil.copy(SESSION / "study" / "variants" / v / "quantgate.json", study / "variants" / v / "quantgate.json")
+    (study / "speed" / "copy-bandwidth.json").unlink()
+    assert not (study / "report.md").exists()
+    rc = main(["speed-profile", str(study / "variants" / "bf16"), str(study / "variants" / "fp8-all"),
+               "--pages", str(study), "--copy-gbs", "4299.5", "-o", str(study / "speed")])
+    assert rc == 0
+    assert json.loads((study / "speed" / "copy-bandwidth.json").read_text())["gbs"] == 4299.5
+    md = (study / "report.md").read_text()
+    assert "## Speed" in md and "## Decode step" in md
+    assert "| fp8-all | 1 | 0.524 | 2.921 | 507 |" in md and "kernel-count bound at c=1" in md
+    assert "Decode step" in (study / "report.html").read_text()
