@@ -117,14 +117,14 @@ def _tag_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None,
             for m in st.metrics:
                 kw = dict(margin=st.margins.get(m), seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
                           equivalence=st.test == "equivalence", exact=st.test == "exact", **st.verdict_settings(m))
+                if not any(r.value(m) is not None and cand[i].value(m) is not None for i, r in b.items() if i in cand):
+                    continue  # no page of this value scored on this metric on both sides: nothing to judge
                 verdict = too_few_to_judge(b, cand, m, **kw)
-                if verdict is None and any(r.value(m) is not None for r in b.values()) \
-                        and any(r.value(m) is not None for r in cand.values()):
+                if verdict is None:
                     verdict = compare_scores(b, cand, m, noise=e, names=(f"{st.baseline}@c{c0} [{tag}]",
                                              f"{v.name}@c{c0} [{tag}]"), **kw)
-                if verdict is not None:  # None: no page of this value scored on this metric
-                    rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
-                                     *layout_note(st, v, twin)))
+                rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
+                                 *layout_note(st, v, twin)))
     return rows
 
 
