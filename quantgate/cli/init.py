@@ -6,7 +6,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from quantgate.cli._args import existing_path
+from quantgate.cli._args import existing_path, nonnegative_int, unit_interval
 
 
 def register(sub) -> None:
@@ -23,6 +23,10 @@ def register(sub) -> None:
     i.add_argument("--truth", type=existing_path, help="when importing: folder of <page id>.md/.txt ground truth")
     i.add_argument("--checks", type=existing_path, action="append",
                    help="when importing: olmOCR-bench style JSONL of checks; repeat for several files")
+    i.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
+                   help="when importing: share of documents for calibration, in [0, 1] (default 0.2; as `pages import`)")
+    i.add_argument("--split-seed", type=nonnegative_int, default=0,
+                   help="when importing: the split's seed, >= 0 (default 0; `pages import --seed`)")
     i.add_argument("--pages-out", type=Path, help="where imported pages go (default: pages/ beside the YAML)")
     i.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers",
                    help="how variants are served (default transformers: CPU or one GPU; vllm for speed)")
@@ -46,7 +50,7 @@ def cmd_init(a: argparse.Namespace) -> int:
     print(f"model: {mf.architecture}, {mf.params / 1e6:,.1f} M parameters, {mf.weights_bytes / 1e6:,.1f} MB; "
           f"presets that apply: {', '.join(sorted(mf.presets))}; vision encoder + projector: {mf.vision_bf16} modules")
     pf = prepare_pages(a.pages, a.output.resolve().parent, a.model, truth=a.truth, checks=a.checks,
-                       import_to=a.pages_out)
+                       import_to=a.pages_out, calibration_fraction=a.calibration_fraction, split_seed=a.split_seed)
     if pf.imported:
         print(f"imported: {pf.imported}")
     print(f"pages: {pf.n} ({pf.heldout} held out, {pf.heldout_truth} with truth, {pf.heldout_checks} checks; "

@@ -132,7 +132,7 @@ def _print_verdicts(rep: Summary) -> None:
           "noise floor    n")
     for v in rep.verdicts:
         floor = "–" if v.noise_floor is None else f"{v.noise_floor:.4f}"
-        print(f"{v.variant:<16}{v.metric:<9}{ICON[v.verdict]:<18}{v.reason:<21}{v.delta:>+8.4f}  "
+        print(f"{v.label:<16}{v.metric:<9}{ICON[v.verdict]:<18}{v.reason:<21}{v.delta:>+8.4f}  "
               f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
         if v.verdict != "within_noise":
             print(f"{'':<16}{v.message}")

@@ -208,10 +208,39 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
                        pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]])
 
 
+def too_few_to_judge(baseline: Rows, candidate: Rows, metric: str, *, margin: float | None = None,
+                     seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES, min_pages: int = MIN_PAGES,
+                     min_documents: int = MIN_DOCUMENTS, equivalence: bool = False, exact: bool = False,
+                     **_settings) -> Verdict | None:
+    """The inconclusive verdict of a subset too small for ``compare_scores`` (fewer than 2 pages or 2 documents
+    scored on both sides, e.g. one tag value's pages): ``too_few_pages`` / ``too_few_documents``, nothing
+    bounded (the metric's whole range, p 1 both ways). None when the subset is large enough to judge, or has no
+    page scored on both sides (nothing to report)."""
+    ids = sorted(i for i in set(baseline) & set(candidate)
+                 if baseline[i].value(metric) is not None and candidate[i].value(metric) is not None)
+    docs = set(page_documents(baseline, candidate, ids)) if ids else set()
+    if not ids or (len(ids) >= 2 and len(docs) >= 2):
+        return None
+    test: TestName = "exact" if exact else "equivalence" if equivalence else "non_inferiority"
+    c = Comparison.make(metric, margin=margin, test=test, seed=seed, n_resamples=n_resamples, min_pages=min_pages,
+                        min_documents=min_documents)
+    spec = METRICS[metric]
+    b = float(np.mean([baseline[i].value(metric) for i in ids]))
+    cand = float(np.mean([candidate[i].value(metric) for i in ids]))
+    few_pages = len(ids) < min_pages
+    reason = "too_few_pages" if few_pages else "too_few_documents"
+    return new_verdict(c, verdict="inconclusive", reason=reason, n=len(ids), baseline_mean=b, candidate_mean=cand,
+                       delta=cand - b, lo=-spec.margin_ceiling, hi=spec.margin_ceiling, interval="degenerate",
+                       p_regression=1.0, p_noninferiority=1.0, noise_floor=None,
+                       pages_needed=min_pages if few_pages else None, documents=len(docs),
+                       min_documents=min_documents, documents_needed=min_documents)
+
+
 def compare_files(baseline: Path, candidate: Path, metric: str, noise: Path | None = None, **kw) -> Verdict:
     return compare_scores(read_scores(baseline), read_scores(candidate), metric,
                           noise=read_scores(noise) if noise else None, names=(str(baseline), str(candidate)),
                           noise_name=str(noise) if noise else "noise run", **kw)
 
 
-__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "within_range"]
+__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "too_few_to_judge",
+           "within_range"]

@@ -79,7 +79,7 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "study": study.model_dump(), "baseline": base, "compare_level": study.compare_level,
         "noise_level": study.noise_level,
-        "complete": len(verdicts) == expected and (not study.lm_eval or bool(lm_verdicts)),
+        "complete": sum(v.tag is None for v in verdicts) == expected and (not study.lm_eval or bool(lm_verdicts)),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": statistics_text(study, [*verdicts, *lm_verdicts])},

@@ -75,7 +75,7 @@ def _figures(r: Summary) -> list[tuple[str, str]]:
         for i, v in enumerate(vs):
             ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
             ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
-        ax.set_yticks(range(len(vs)), [v.variant for v in vs])
+        ax.set_yticks(range(len(vs)), [v.label for v in vs])
         bars = (f"one-sided {1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)" if not r.study.get("sequential")
                 else "bounds at the nominal level of the look each was decided at")
         ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: {bars}")
@@ -87,7 +87,7 @@ def _figures(r: Summary) -> list[tuple[str, str]]:
     placed, _ = pareto_variants(r)  # a variant run on BF16 kernels has no quantized speed to place
     for v in placed:
         lv = next((x for x in v.levels if str(x.concurrency) == c0), None)
-        acc = base_mean if v.name == r.baseline else next((x.candidate_mean for x in vs if x.variant == v.name), None)
+        acc = base_mean if v.name == r.baseline else next((x.candidate_mean for x in vs if x.variant == v.name and x.tag is None), None)
         if lv and acc is not None:
             pts.append((v.name, lv.pages_per_s, acc))
     if len(pts) >= 2:

@@ -26,7 +26,7 @@ def _numbers(v) -> str:
 
 def render_junit(r: Summary) -> str:
     # (variant, case name, verdict row): the report's verdicts, then lm-eval's
-    vs = [(v.variant, v.metric, v) for v in r.verdicts] + [
+    vs = [(v.variant, v.metric + (f" [{v.tag}]" if v.tag else ""), v) for v in r.verdicts] + [
         (v.variant, f"lm-eval/{v.task}/{v.metric}", v) for v in (r.lm_eval.verdicts if r.lm_eval else [])]
     suite = ET.Element("testsuite", name=f"quantgate.{r.study['name']}", tests=str(len(vs) + (not r.complete)),
                        failures=str(sum(v.verdict in FAILS for _, _, v in vs)),

@@ -89,9 +89,9 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v in r.verdicts:
         better = "↑" if v.higher_is_better else "↓"
-        lines.append(f"| {v.variant} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
+        lines.append(f"| {v.label} | {v.metric} {better} | {_verdict(v)} | `{v.reason}` | {v.delta:+.4f} | "
                      f"{_bounds(v)} | {v.margin:.4f} ({v.margin_source}) | {_floor(v)} | {_p(v)} | {_pages(v)} | {_docs(v)} |")
-    lines += [""] + [f"- **{v.variant} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
+    lines += [""] + [f"- **{v.label} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
     lines += _sequential_lines(r)
     lines += _lmeval_lines(r)
     lines += ["", "## Speed", "",

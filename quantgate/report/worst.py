@@ -59,7 +59,8 @@ def no_worst_lines(r: Summary) -> list[str]:
     for v in r.variants:
         if v.name == r.baseline or r.worst_pages.get(v.name):
             continue
-        n = next((x.n for x in r.verdicts if x.variant == v.name and x.metric == metric), None)
+        n = next((x.n for x in r.verdicts if x.variant == v.name and x.metric == metric
+                  and x.tag is None), None)
         on = f" on any of the {n} pages compared" if n is not None else ""
         out.append(f"{v.name}: no worst pages — no page scored worse than {r.baseline} on {metric}{on}")
     return out

@@ -173,6 +173,9 @@ class Study(_S):
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
     cluster: ClusterSpec | None = None  # issue 31: quantize and servers as Ray tasks and actors (study/cluster.py)
     speed: SpeedSpec | None = None  # issue 30: speed levels in repeated waves, with intervals
+    # issue 28: beside each overall verdict, one per value of these page tag keys ("language" judges the pages
+    # tagged language:english, language:chinese, ... each on their own), all in the study's Holm family
+    verdicts_by_tag: list[Annotated[str, Field(pattern=r"^[^:\s]+$")]] = Field(default_factory=list)
 
     @field_validator("resamples")
     @classmethod
@@ -189,6 +192,9 @@ class Study(_S):
             raise ValueError(f"variant names must be unique: {names}")
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants {names}")
+        if self.sequential is not None and self.verdicts_by_tag:
+            raise ValueError("verdicts_by_tag: a sequential study stops on its overall verdicts; per-tag verdicts "
+                             "need every page served (remove the sequential block or verdicts_by_tag)")
         if self.sequential is not None and self.test == "exact":
             raise ValueError("sequential: the exact test compares every page's text and has no looks; use test "
                              "non_inferiority or equivalence with sequential, or remove the sequential block")

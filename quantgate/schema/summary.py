@@ -52,12 +52,21 @@ class VariantVerdict(Verdict):
     # issue 31: a candidate in another TP/DP layout than the baseline: its noise floor was measured in that layout
     # (a layout twin) or not (quantgate.study.noise_layout); None: the baseline's layout
     noise_layout: Literal["measured", "not_measured"] | None = None
+    # issue 28: a verdict on the pages of one tag value only (``verdicts_by_tag``), e.g. "language:english";
+    # None: every judged page
+    tag: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The row's name in reports: the variant, and the tag value its pages share."""
+        return self.variant if self.tag is None else f"{self.variant} [{self.tag}]"
 
     @model_serializer(mode="wrap")
     def _variant_first(self, handler):
         d = handler(self)
-        if d.get("noise_layout") is None:
-            d.pop("noise_layout", None)  # the baseline's layout: the row as before issue 31
+        for k in ("noise_layout", "tag"):
+            if d.get(k) is None:
+                d.pop(k, None)  # the baseline's layout / every page: the row as before issues 31 and 28
         return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
 
 

@@ -167,7 +167,8 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> Statemen
                        "resources": [r.model_dump() for r in res]})
         subjects.append(ResourceDescriptor(name=vdir.name, digest={"sha256": root_digest(res)}).pb)
     verdicts = [{k: r[k] for k in ("variant", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
-                                   "n", "p_regression_holm")} for r in (x.model_dump() for x in rep.verdicts)]
+                                   "n", "p_regression_holm")} | ({"tag": r["tag"]} if r.get("tag") else {})
+                for r in (x.model_dump() for x in rep.verdicts)]
     lm = [{k: r[k] for k in ("variant", "task", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
                              "n")} for r in (x.model_dump() for x in (rep.lm_eval.verdicts if rep.lm_eval else []))]
     predicate = {

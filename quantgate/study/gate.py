@@ -90,7 +90,8 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
             raise _Invalid(f"{where}: the {row.metric} margin is {row.margin:g} now but "
                            f"{rep.inputs.margins[row.metric]:g} in inputs.margins: this quantgate's default "
                            "margin differs from the study's; declare it in the study's margins and rerun it")
-    _same(rep.verdicts, pages, lambda r: (r["variant"], r["metric"]), where, "verdicts")
+    _same(rep.verdicts, pages, lambda r: (r["variant"], r["metric"], *([r["tag"]] if r.get("tag") else [])), where,
+          "verdicts")
     _same_claims(rep, st, out, where)
     if st.lm_eval:
         if rep.lm_eval is None:
@@ -102,7 +103,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
 
     # the remade verdicts carry p_regression_holm over the whole family (page and lm-eval ones)
     checked: list[tuple[str, str, Verdict]] = [
-        (r.variant, r.metric, r) for r in pages
+        (r.label, r.metric, r) for r in pages
         if (not metrics or r.metric in metrics) and (not variants or r.variant in variants)]
     if not checked:
         raise _Invalid(f"no verdict matches metrics={metrics} variants={variants} (the study has "
@@ -333,11 +334,11 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
     made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst,
                          lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None).model_dump()
     have = rep.model_dump()
-    if not inside:  # the truths of pages outside the folder are not bound: compared without them
+    if not inside:  # the truths and images of pages outside the folder are not bound: compared without them
         for side in (made, have):
             for rows in side["worst_pages"].values():
                 for row in rows:
-                    row["truth"] = None
+                    row["truth"] = row["image"] = None
     for part in ("variants", "worst_pages", "complete"):
         diff = _first_difference({part: have[part]}, {part: made[part]})
         if diff:

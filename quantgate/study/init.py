@@ -104,8 +104,9 @@ def _token_counter(model: Path):
 
 
 def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: list[Path] | None = None,
-                  import_to: Path | None = None) -> PageFacts:
-    """A page set as is, or a folder/file of images and PDFs imported into ``import_to``."""
+                  import_to: Path | None = None, calibration_fraction: float = 0.2, split_seed: int = 0) -> PageFacts:
+    """A page set as is, or a folder/file of images and PDFs imported into ``import_to`` (split by
+    ``calibration_fraction`` and ``split_seed``, as `pages import` splits)."""
     from quantgate.io.pageset import load_pageset
     from quantgate.pages.importer import ImportOptions, import_pages
 
@@ -121,9 +122,12 @@ def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None
         if pset_dir.exists() and any(pset_dir.iterdir()):
             raise InputError(f"{pset_dir}: exists and is not empty; init imports the pages there — remove it, or pass "
                              "--pages-out DIR, or give the existing page set as --pages")
-        import_warnings = import_pages([pages], pset_dir, ImportOptions(truth_dir=truth, checks_file=checks)).warnings
+        opts = ImportOptions(truth_dir=truth, checks_file=checks, calibration_fraction=calibration_fraction,
+                             seed=split_seed)
+        import_warnings = import_pages([pages], pset_dir, opts).warnings
         imported = " ".join(["quantgate pages import", shlex.quote(str(pages)), "-o", shlex.quote(str(pset_dir))]
                             + (["--truth", shlex.quote(str(truth))] if truth else [])
+                            + [f"--calibration-fraction {calibration_fraction:g}", f"--seed {split_seed}"]
                             + [x for c in checks or [] for x in ("--checks", shlex.quote(str(c)))])
     try:
         facts = _page_facts(load_pageset(pset_dir), model, imported)

@@ -6,7 +6,9 @@ Page verdicts: each candidate against the baseline at the study's first concurre
 baseline's second level as its noise run, per metric, with the declared margin (the registry's when
 the study declares none), seed, resamples, min_pages and test. lm-eval verdicts (``study.lmeval``)
 join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study
-(``judge.family``)."""
+(``judge.family``). Tag verdicts (``study.verdicts_by_tag``, issue 28): after the overall rows, each candidate ×
+metric again on the pages of each value of each tag key, as their own rows (``VariantVerdict.tag``) in the same
+family; a value with too few pages or documents gives an inconclusive row (``judge.compare.too_few_to_judge``)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
 from quantgate.io.scores import read_scores
-from quantgate.judge.compare import compare_scores
+from quantgate.judge.compare import compare_scores, too_few_to_judge
 from quantgate.judge.family import adjust_family
 from quantgate.judge.replay import replay, study_plan, verdict_rows
 from quantgate.schema.scores import ScoreRow
@@ -70,6 +72,59 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
                                      names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name,
                                      **st.verdict_settings(m))
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
+    return rows + _tag_verdicts(st, read, base, noise, pages_file)
+
+
+def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
+    """Each value of the study's ``verdicts_by_tag`` keys ("language:english", in key order, then by value) and
+    the judged pages that carry it (a page tag is "key:value"; a page may carry several values of one key)."""
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.schema.base import parse_record
+    from quantgate.schema.pages import PageRecord
+
+    groups: dict[str, list[str]] = {}
+    for no, obj in read_jsonl(pages_file):
+        p = parse_record(PageRecord, obj, where=f"{pages_file}:{no}")
+        if st.split != "all" and p.split != st.split:
+            continue
+        for t in p.tags:
+            key = t.partition(":")[0]
+            if key in st.verdicts_by_tag and ":" in t:
+                groups.setdefault(t, []).append(p.id)
+    order = {k: i for i, k in enumerate(st.verdicts_by_tag)}
+    return {t: groups[t] for t in sorted(groups, key=lambda t: (order[t.partition(":")[0]], t))}
+
+
+def _tag_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None,
+                  pages_file: Path | None) -> list[VariantVerdict]:
+    if not st.verdicts_by_tag:
+        return []
+    if pages_file is None:
+        raise InputError("verdicts_by_tag: the verdicts per tag need the judged pages.jsonl (the pages' tags)")
+    c0 = st.compare_level
+    rows = []
+    for tag, ids in page_tags(st, pages_file).items():
+        def subset(rows_: Rows, ids: list[str] = ids) -> Rows:
+            return {i: rows_[i] for i in ids if i in rows_}
+
+        for v in st.variants:
+            if v.name == st.baseline:
+                continue
+            twin = layout_twin(st, v)
+            v_noise = read(score_file(twin.name, c0)) if twin else noise
+            b, cand = subset(base), subset(read(score_file(v.name, c0)))
+            e = None if v_noise is None else subset(v_noise)
+            for m in st.metrics:
+                kw = dict(margin=st.margins.get(m), seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
+                          equivalence=st.test == "equivalence", exact=st.test == "exact", **st.verdict_settings(m))
+                if not any(r.value(m) is not None and cand[i].value(m) is not None for i, r in b.items() if i in cand):
+                    continue  # no page of this value scored on this metric on both sides: nothing to judge
+                verdict = too_few_to_judge(b, cand, m, **kw)
+                if verdict is None:
+                    verdict = compare_scores(b, cand, m, noise=e, names=(f"{st.baseline}@c{c0} [{tag}]",
+                                             f"{v.name}@c{c0} [{tag}]"), **kw)
+                rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
+                                 *layout_note(st, v, twin)))
     return rows
 
 

@@ -39,6 +39,8 @@ def trial_outcome(report: Summary) -> TrialStudy:
     """What a trial's study gave the tune: each variant's verdicts as the next step reads them, and its size."""
     measured: dict[str, list[Measured]] = {}
     for v in report.verdicts:
+        if v.tag is not None:
+            continue  # a tune steps on the overall verdicts; the per-tag rows are the report's
         measured.setdefault(v.variant, []).append(Measured(
             source="pages", metric=v.metric, verdict=v.verdict, reason=v.reason, higher_is_better=v.higher_is_better,
             n=v.n, baseline_mean=v.baseline_mean, candidate_mean=v.candidate_mean, delta=v.delta, ci_low=v.ci_low,

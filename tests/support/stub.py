@@ -3,11 +3,12 @@ overhead (benchmarks/client_overhead.py) and for injecting faults in tests (hang
 malformed chunks, non-OpenAI JSON). Not a backend: it never looks at the image.
 
     python -m tests.support.stub --port 8011 [--fault hang|500|badchunk|notopenai] [--every 3]
-    python -m tests.support.stub --port 8011 --answers PAGES [--corrupt 0.5] [--delay 0.05]
+    python -m tests.support.stub --port 8011 --answers PAGES [--corrupt 0.5] [--corrupt-tag language:zh] [--delay 0.05]
 
 ``--answers``: a page set; each request is answered with the ground truth of the page whose image it
 carries (by sha256 of the image bytes), and ``--corrupt`` of the pages (chosen by a hash of the page)
-lose the second half of their words — a stand-in "candidate" with a known regression, for study tests.
+lose the second half of their words — a stand-in "candidate" with a known regression, for study tests;
+``--corrupt-tag``: so do the pages carrying that page tag (a regression on one tag value's pages only).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _fake_ids(body: dict, n: int) -> list[int]:
     return [seed[i % len(seed)] * 7 + i for i in range(n)]
 
 
-def _page_answers(pages_dir: str, corrupt: float) -> dict[str, str]:
+def _page_answers(pages_dir: str, corrupt: float, corrupt_tag: str | None = None) -> dict[str, str]:
     """sha256 of a page's image bytes -> the text to answer it with."""
     import hashlib
 
@@ -37,7 +38,7 @@ def _page_answers(pages_dir: str, corrupt: float) -> dict[str, str]:
     for p in ps.pages:
         truth = ps.truth_text(p) or ""
         u = int(hashlib.sha256(f"corrupt:{p.id}".encode()).hexdigest()[:8], 16) / 2**32
-        if u < corrupt:
+        if u < corrupt or (corrupt_tag is not None and corrupt_tag in p.tags):
             words = truth.split(" ")
             truth = " ".join(words[: max(1, len(words) // 2)])
         out[hashlib.sha256(ps.image_bytes(p)).hexdigest()] = truth
@@ -119,9 +120,10 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--answers", help="a page set: answer each page with its ground truth")
     ap.add_argument("--corrupt", type=float, default=0.0, help="with --answers: the share of pages answered badly")
+    ap.add_argument("--corrupt-tag", help="with --answers: the pages with this tag are answered badly")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     a = ap.parse_args()
-    answers = _page_answers(a.answers, a.corrupt) if a.answers else None
+    answers = _page_answers(a.answers, a.corrupt, a.corrupt_tag) if a.answers else None
     uvicorn.run(make_app(a.fault, a.every, answers=answers, delay=a.delay), host=a.host, port=a.port,
                 log_level="warning", access_log=False)
 

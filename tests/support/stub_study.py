@@ -34,14 +34,17 @@ def fake_quantize(model, recipe, vdir, **kw) -> QuantizeResult:
 
 
 def study_yaml(path: Path, pages: Path, candidates: dict[str, float], *, sequential: dict | None = None,
-               delay: float = 0.0, **fields) -> Path:
+               delay: float = 0.0, corrupt_tag: dict[str, str] | None = None, **fields) -> Path:
     """Write a study of bf16 (the stub answering every page right) and ``candidates`` (name -> share of
-    pages answered badly) served by the stub through the external backend."""
+    pages answered badly) served by the stub through the external backend; ``corrupt_tag`` (name -> page
+    tag): that candidate also answers the pages with that tag badly."""
+    tags = corrupt_tag or {}
     cmd = (f"{shlex.quote(sys.executable)} -m tests.support.stub --port {{port}} --answers "
            f"{shlex.quote(str(Path(pages).resolve()))}" + (f" --delay {delay}" if delay else ""))
     body = {"name": "stub", "model": "stub-model", "pages": {"path": str(Path(pages).resolve())},
             "variants": [{"name": "bf16", "recipe": "bf16"}]
-            + [{"name": n, "recipe": "bf16", "server_args": ["--corrupt", str(f)]} for n, f in candidates.items()],
+            + [{"name": n, "recipe": "bf16", "server_args": ["--corrupt", str(f)] + (["--corrupt-tag", tags[n]] if n in tags else [])}
+               for n, f in candidates.items()],
             "backend": {"name": "external", "start_command": cmd, "model": "stub", "startup_timeout_s": 60},
             "concurrency": [1, 2], "metrics": ["ned", "bow_f1"], "resamples": 1000, "max_tokens": 64,
             **fields}
