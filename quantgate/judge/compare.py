@@ -22,6 +22,7 @@ from quantgate.schema.verdict import (
     PAGES_WORSE_LISTED,
     Comparison,
     DamageSource,
+    ReasonName,
     TestName,
     Verdict,
     new_verdict,
@@ -228,7 +229,7 @@ def too_few_to_judge(baseline: Rows, candidate: Rows, metric: str, *, margin: fl
     b = float(np.mean([baseline[i].value(metric) for i in ids]))
     cand = float(np.mean([candidate[i].value(metric) for i in ids]))
     few_pages = len(ids) < min_pages
-    reason = "too_few_pages" if few_pages else "too_few_documents"
+    reason: ReasonName = "too_few_pages" if few_pages else "too_few_documents"
     return new_verdict(c, verdict="inconclusive", reason=reason, n=len(ids), baseline_mean=b, candidate_mean=cand,
                        delta=cand - b, lo=-spec.margin_ceiling, hi=spec.margin_ceiling, interval="degenerate",
                        p_regression=1.0, p_noninferiority=1.0, noise_floor=None,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -22,11 +21,16 @@ FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
 @pytest.fixture
 def fake_quantize(monkeypatch):
     import quantgate.quantize as qz
+    from quantgate.io.fileio import sha256_file
     from tests.support.stub_study import fake_quantize as stand_in
 
     def quantize(model, recipe, out, **kw):
         result = stand_in(model, recipe, out, **kw)
-        (Path(out) / "config.json").write_text("{}")  # what the stand-in vLLM is started on
+        if not result.reused:  # what the stand-in vLLM is started on, listed in the manifest like every file
+            (Path(out) / "config.json").write_text("{}")
+            files = {**result.manifest.files, "config.json": {"sha256": sha256_file(Path(out) / "config.json"), "bytes": 2}}
+            result = result.model_copy(update={"manifest": result.manifest.model_copy(update={"files": files})})
+            (Path(out) / "quantgate.json").write_text(result.manifest.model_dump_json())
         return result
 
     monkeypatch.setattr(qz, "quantize", quantize)
@@ -34,13 +38,16 @@ def fake_quantize(monkeypatch):
 
 
 def _study(tmp_path: Path, variants: list[dict], **over) -> Path:
-    model = tmp_path / "model"
-    model.mkdir(exist_ok=True)
-    shutil.copy(REPO / "quantgate" / "assets" / "reader" / "config.json", model)  # its heads, for the TP check
+    # the bundled reader: its heads for the TP check, its modules for the recipes planned before any quantize
+    model = REPO / "quantgate" / "assets" / "reader"
     body = {"name": "tp", "model": str(model), "variants": variants, "servers": "all_at_once", "gpus": [0, 1],
             "pages": {"synth": {"n": 4, "profile": "simple", "calibration_fraction": 0.0}},
             "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM, "compile_cache": "none", "startup_timeout_s": 60},
-            "concurrency": [1, 2], "max_tokens": 8, "metrics": ["ned"], "min_pages": 2, "resamples": 1000, **over}
+            "concurrency": [1, 2], "max_tokens": 8, "metrics": ["ned"], "min_pages": 2, "resamples": 1000,
+            # the stand-in vLLM answers no page's text: its baseline "reads" nothing, which is what a placement test
+            # needs (issue 27's floor would call it unfit), and 4 single-page documents decide nothing without a
+            # declared worst page damage and fewer documents
+            "baseline_floor": {"ned": 1.0}, "worst_page_damage": {"ned": 0.012}, "min_documents": 2, **over}  # 1.2 margins: 2 pages rule it out
     f = tmp_path / "study.yaml"
     f.write_text(yaml.safe_dump(body))
     return f

@@ -103,7 +103,18 @@ def test_a_rerun_sends_only_the_waves_left(tmp_path, fake_quantize):
     kept += [json.loads(x) for x in lines if json.loads(x)["concurrency"] == 4 and json.loads(x)["wave"] == 2][:2]
     broken = next(r for r in kept if r["concurrency"] == 4 and r["wave"] == 1)
     broken.update(error="boom", error_kind="infrastructure", output=None)
-    speed.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    # written as the client would have: each record chained to the one before it, from the speed file's anchor
+    from quantgate.io.chain import Chain
+    from quantgate.schema.base import read_record_file
+    from quantgate.schema.run import RunManifest
+    from quantgate.serve.run import speed_anchor_of
+
+    chain = Chain(speed_anchor_of(read_record_file(RunManifest, out / "runs" / "b" / "run.json")))
+    chained = []
+    for r in kept:
+        chained.append(chain.link({k: v for k, v in r.items() if k != "prev"}))
+        chain.advance(chained[-1])
+    speed.write_text("".join(json.dumps(r) + "\n" for r in chained))
     before = len(kept)
     run_study(f, out, log=lambda s: None)
     recs = _lines(speed)
