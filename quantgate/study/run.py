@@ -329,9 +329,10 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
     batches = {} if ctx.plan is None else {
         st.compare_level: accuracy_pass(st, ctx.plan, ctx.ps, ctx.out, v.name, clock.console.detail)}
     with stages:
-        serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
-                      ServeHooks(on_level=on_level, level_done=lambda c: stages.close(), server=server,
-                                 layout=server.layout, batches=batches, log=clock.console.detail))
+        run = serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
+                            ServeHooks(on_level=on_level, level_done=lambda c: stages.close(), server=server,
+                                       layout=server.layout, batches=batches, log=clock.console.detail))
+    stop_on_failed_level(v.name, ctx.run_dir(v.name), run)
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
@@ -341,6 +342,16 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
                          variant=v.name) as stage:
             run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
                                record_root=ctx.out, log=clock.console.detail)
+
+
+def stop_on_failed_level(variant: str, run_dir: Path, run: RunManifest) -> None:
+    """A level where every request failed measured nothing: the study stops there (exit 4, as ``serve``), before
+    anything is scored or a verdict is made from empty outputs; the rerun re-sends the failed pages."""
+    from quantgate.errors import ServerError
+    from quantgate.serve.run import failed_levels
+
+    if failed := failed_levels(run_dir, run):
+        raise ServerError(f"{variant}: {failed}")
 
 
 def _score_all(ctx: _Ctx) -> Scores:
