@@ -30,7 +30,6 @@ from quantgate.schema.placement import Placement
 from quantgate.schema.run import RunManifest
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
-from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.study import StudyOutcome, VariantSpec
 from quantgate.schema.summary import LmEvalSection, Summary
 from quantgate.serve.backends import BackendOptions
@@ -38,7 +37,15 @@ from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
-from quantgate.study.verdicts import JUDGED_PAGES, LOCK, relative_inside, score_file, study_verdicts, verdict_inputs
+from quantgate.study.verdicts import (
+    JUDGED_PAGES,
+    LOCK,
+    relative_inside,
+    score_file,
+    speed_intervals,
+    study_verdicts,
+    verdict_inputs,
+)
 from quantgate.study.worst import worst_pages
 
 if TYPE_CHECKING:
@@ -392,24 +399,9 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
         summary = build_summary(st, out, ctx.ps.sha256, {v.name: ctx.variant_dir(v.name) for v in st.variants},
                                 verdicts, worst_pages(st, ctx.ps, out, scores, st.compare_level), lm_eval=lm,
                                 inputs=verdict_inputs(st, out, pages_file), sequential=decisions or None,
-                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(ctx))
+                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(st, out))
         write_reports(summary, out)
     return summary
-
-
-def speed_intervals(ctx: _Ctx) -> dict[str, dict[str, SpeedupInterval]] | None:
-    """Each variant's speed levels (run.json) against the baseline's at the same concurrency (issue 30), seeded
-    by the study's seed; None without a ``speed:`` block."""
-    from quantgate.judge.speed import level_interval
-
-    st = ctx.st
-    if st.speed is None:
-        return None
-    runs = {v.name: read_record_file(RunManifest, ctx.run_dir(v.name) / "run.json") for v in st.variants}
-    base = {lv.concurrency: lv for lv in runs[st.baseline].speed}
-    return {name: {str(lv.concurrency): level_interval(lv, base.get(lv.concurrency), level=st.speed.interval,
-                                                       seed=st.seed, resamples=st.resamples)
-                   for lv in run.speed} for name, run in runs.items()}
 
 
 def judged_pages(pages_dir: Path, out: Path) -> Path:
