@@ -295,15 +295,16 @@ def _page_files(out: Path, pages_rel: str, where: str) -> list[str]:
 
 
 def pages_outside(pages_rel: str) -> bool:
-    """Whether the study judged a page set outside its folder (it keeps only a copy of its pages.jsonl there)."""
+    """Whether the study judged a page set outside its folder and kept only a copy of its pages.jsonl there (a folder
+    made before the study copied such a set in whole: ``study.pagecopy``)."""
     from quantgate.study.verdicts import JUDGED_PAGES
 
     return pages_rel == JUDGED_PAGES
 
 
 OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-hashed its pages.jsonl (the copy "
-                "kept here) but not its images and truths, and does not vouch for them — keep the page set inside "
-                "the study folder (pages.synth, or a path under it) for a gate that does")
+                "kept here) but not its images and truths, and does not vouch for them — rerun the study with this "
+                "quantgate, which copies the page set into the folder (pages/) where the gate binds it")
 
 
 NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels and worst pages from the files it "

@@ -149,27 +149,37 @@ def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
     from quantgate.io.pageset import load_pageset, verify_page_files
     from quantgate.judge.replay import study_plan
 
-    pages_dir = _pages(st, base, out, clock)
+    pages_dir, verified = _pages(st, base, out, clock)
     ps = load_pageset(pages_dir)
-    verify_page_files(ps)  # on every start: nothing is reused, served or scored from a page that changed
+    if not verified:  # on every start: nothing is reused, served or scored from a page that changed
+        verify_page_files(ps)
     plan = study_plan(st, judged_pages(pages_dir, out)) if st.sequential else None
     return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                 st.backend.resolved(base, out), plan)
 
 
-def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
-    """The study's page set: its folder, or the synthetic set under ``out/pages``, rebuilt when the recorded
-    spec differs from the study's (``pages.synth_reuse``)."""
+def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
+    """(the study's page set, whether its files were hashed already): its folder when it lies in the study folder;
+    a set outside it copied into ``out/pages`` (``study.pagecopy``: the gate then binds its images and truths);
+    or the synthetic set under ``out/pages``, rebuilt when the recorded spec differs (``pages.synth_reuse``)."""
     from quantgate.pages.synth_reuse import ensure_synth_pages
+    from quantgate.study.pagecopy import COPY_DIR, ensure_page_copy
 
     if not st.pages.synth:
-        return resolve_path(base, st.pages.path or "")
+        src = resolve_path(base, st.pages.path or "")
+        if relative_inside(src, out) is not None:
+            return src, False
+        with clock.stage("pages", f"pages: {src} copied into {out / COPY_DIR}", unit=None) as stage:
+            if ensure_page_copy(src, out, clock.console.detail):
+                stage.reused = True
+                stage.set_note("reused")
+        return out / COPY_DIR, True
     pages_dir, sy = out / "pages", st.pages.synth
     with clock.stage("pages", f"pages: {sy.n} synthetic ({sy.profile})", unit=None) as stage:
         if not ensure_synth_pages(pages_dir, **sy.model_dump(), log=clock.console.detail):
             stage.reused = True
             stage.set_note("reused")
-    return pages_dir
+    return pages_dir, False
 
 
 def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] | None = None) -> None:
