@@ -336,11 +336,11 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
                          lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None,
                          speed_intervals=speed_intervals(st, out)).model_dump()
     have = rep.model_dump()
-    if not inside:  # the truths of pages outside the folder are not bound: compared without them
+    if not inside:  # the truths and images of pages outside the folder are not bound: compared without them
         for side in (made, have):
             for rows in side["worst_pages"].values():
                 for row in rows:
-                    row["truth"] = None
+                    row["truth"] = row["image"] = None
     for part in ("variants", "worst_pages", "complete"):
         diff = _first_difference({part: have[part]}, {part: made[part]})
         if diff:
