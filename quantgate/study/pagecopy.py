@@ -107,12 +107,20 @@ def _changes(dest: Path, src: PageSet) -> str:
 def _copy_all(src: PageSet, dest: Path, files: dict[str, str | None], record: Path, log: Callable[[str], None]) -> None:
     """The whole set built beside ``dest``, verified, then swapped in by rename (a crash leaves the old copy or none,
     never a mix); the record is written first, so a copy in place always has one."""
+    from quantgate.io.fileio import disk_full, disk_full_error
+
     out = dest.parent
     tmp = out / f"{_BUILDING}{uuid.uuid4().hex[:8]}"
-    for rel in [PAGES_FILE, *files]:
-        target = tmp / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(safe_join(src.root, rel, what=f"{src.root / PAGES_FILE}: {rel}"), target)
+    try:
+        for rel in [PAGES_FILE, *files]:
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(safe_join(src.root, rel, what=f"{src.root / PAGES_FILE}: {rel}"), target)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)  # the old copy (or none) stays in place
+        if disk_full(e):
+            raise disk_full_error(out, e) from None
+        raise
     verify_page_files(load_pageset(tmp))  # the source did not change while it was copied
     atomic_write_json(record, PageSetCopy(source=str(src.root), pages_sha256=sha256_file(tmp / PAGES_FILE)).model_dump())
     old = out / f"{_OLD}{uuid.uuid4().hex[:8]}"
