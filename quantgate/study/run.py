@@ -38,7 +38,6 @@ from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_var
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
 from quantgate.study.verdicts import (
-    JUDGED_PAGES,
     LOCK,
     relative_inside,
     score_file,
@@ -415,15 +414,9 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
 
 
 def judged_pages(pages_dir: Path, out: Path) -> Path:
-    """The judged page set's pages.jsonl inside the study folder: the set's own when it lies there (synthetic
-    pages), else a copy (``judged-pages.jsonl``), so the gate can re-hash it wherever the folder goes."""
-    from quantgate.io.fileio import atomic_write_bytes
-
+    """The judged page set's pages.jsonl, inside the study folder (``_pages`` copies a set that lies outside it into
+    ``out/pages``: ``study.pagecopy``), so the gate re-hashes it and its files wherever the folder goes."""
     src = Path(pages_dir) / "pages.jsonl"
-    if relative_inside(src, out) is not None:
-        return src
-    copy = out / JUDGED_PAGES
-    data = src.read_bytes()
-    if not copy.is_file() or copy.read_bytes() != data:
-        atomic_write_bytes(copy, data)
-    return copy
+    if relative_inside(src, out) is None:  # _pages never returns such a set; a caller that did is a bug
+        raise AssertionError(f"{src} lies outside the study folder {out}")
+    return src
