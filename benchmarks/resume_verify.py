@@ -1,7 +1,8 @@
 """What it costs a study to verify its page set on every start (issue 32, item 1): every page image and truth
 of a synthetic page set hashed against pages.jsonl (``io.pageset.verify_page_files``), the files read cold
 from the page cache's point of view as far as this machine allows (the set is written first, then read back
-in full each repeat). Prints and writes JSON.
+in full each repeat); and a study's copy of a page set that lies outside its folder (``study.pagecopy``): made
+once, then reused on each start (the source and the copy both hashed). Prints and writes JSON.
 
     PYTHONPATH=. python benchmarks/resume_verify.py [--pages 1000] [--out benchmarks/results/resume_verify.json]
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from quantgate.io.pageset import load_pageset, verify_page_files
 from quantgate.pages.synth import synth_pages
+from quantgate.study.pagecopy import ensure_page_copy
 
 
 def main() -> None:
@@ -38,9 +40,21 @@ def main() -> None:
             t0 = time.perf_counter()
             verify_page_files(load_pageset(root))
             times.append(time.perf_counter() - t0)
+        out = Path(tmp) / "study"
+        out.mkdir()
+        t0 = time.perf_counter()
+        ensure_page_copy(root, out, log=lambda s: None)
+        copy_s = time.perf_counter() - t0
+        reused = []
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            assert ensure_page_copy(root, out, log=lambda s: None)
+            reused.append(time.perf_counter() - t0)
     result = {"pages": a.pages, "files": 2 * a.pages, "bytes": size, "repeats": a.repeats,
               "verify_s_median": round(statistics.median(times), 4), "verify_s_all": [round(t, 4) for t in times],
               "ms_per_page": round(1000 * statistics.median(times) / a.pages, 4), "synth_s": round(synth_s, 1),
+              "copy_first_s": round(copy_s, 4), "copy_reused_s_median": round(statistics.median(reused), 4),
+              "copy_reused_s_all": [round(t, 4) for t in reused],
               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}}
     print(json.dumps(result, indent=2))
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -92,3 +92,14 @@ class PageSetStats(Record):
     megapixels_median: float | None
     width_range: list[int] | None
     height_range: list[int] | None
+
+
+class PageSetCopy(Record):
+    """``pages-copy.json`` in a study folder: its ``pages/`` is the study's copy of a page set that lies outside it
+    (issue 32: so the gate binds the images and truths it judged). ``source`` is where it was copied from (as the
+    study named it: informational, a moved study keeps its copy); ``pages_sha256`` the copied pages.jsonl's."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["quantgate.pagecopy"] = "quantgate.pagecopy"
+    source: str
+    pages_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")

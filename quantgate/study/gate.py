@@ -296,15 +296,16 @@ def _page_files(out: Path, pages_rel: str, where: str) -> list[str]:
 
 
 def pages_outside(pages_rel: str) -> bool:
-    """Whether the study judged a page set outside its folder (it keeps only a copy of its pages.jsonl there)."""
+    """Whether the study judged a page set outside its folder and kept only a copy of its pages.jsonl there (a folder
+    made before the study copied such a set in whole: ``study.pagecopy``)."""
     from quantgate.study.verdicts import JUDGED_PAGES
 
     return pages_rel == JUDGED_PAGES
 
 
 OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-hashed its pages.jsonl (the copy "
-                "kept here) but not its images and truths, and does not vouch for them — keep the page set inside "
-                "the study folder (pages.synth, or a path under it) for a gate that does")
+                "kept here) but not its images and truths, and does not vouch for them — rerun the study with this "
+                "quantgate, which copies the page set into the folder (pages/) where the gate binds it")
 
 
 NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels and worst pages from the files it "
@@ -316,11 +317,12 @@ NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels a
 def _same_claims(rep, st, out: Path, where: str) -> None:
     """What the report shows beside the verdicts, made again from the bound files (``build_summary`` over the
     variants' quantgate.json and run.json; ``worst_pages`` over the score files and records) and required equal:
-    speed-ups, pages/s, sizes, formats, kernels, engine, notes, worst pages, the page set's hash."""
+    speed-ups, pages/s, sizes, formats, kernels, engine, notes, the speed waves' intervals (issue 30), worst pages,
+    the page set's hash."""
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import read_scores
     from quantgate.report import build_summary
-    from quantgate.study.verdicts import score_file
+    from quantgate.study.verdicts import score_file, speed_intervals
     from quantgate.study.worst import worst_pages
 
     c0 = st.compare_level
@@ -332,7 +334,8 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
     dirs = {v.name: safe_join(out, v.path, what=f"{where}: variants.{v.name}.path") for v in rep.variants}
     seq = {v.name: v.sequential for v in rep.variants if v.sequential is not None}  # checked by _same_sequential
     made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst,
-                         lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None).model_dump()
+                         lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None,
+                         speed_intervals=speed_intervals(st, out)).model_dump()
     have = rep.model_dump()
     if not inside:  # the truths and images of pages outside the folder are not bound: compared without them
         for side in (made, have):
@@ -438,10 +441,13 @@ def _same(stored, remade, key, where: str, field: str) -> None:
         raise _Invalid(f"{where}: {field} holds a verdict the study does not make: {' × '.join(extra[0])}")
     for k, w in want.items():
         h = have[k]
-        for name, value in w.items():
-            if not _equal(h.get(name), value):
+        # every field of either side: a field the remade row leaves out (noise_layout, absent in the baseline's
+        # layout) must be absent from the stored one too
+        for name in [*w, *(n for n in h if n not in w)]:
+            if not _equal(h.get(name), w.get(name)):
                 raise _Invalid(f"{where}: {field} {' × '.join(k)}: {name} is {h.get(name)!r} in summary.json but "
-                               f"{value!r} from the study's files; summary.json was edited or belongs to other files")
+                               f"{w.get(name)!r} from the study's files; summary.json was edited or belongs to other "
+                               "files")
 
 
 def _equal(a, b) -> bool:

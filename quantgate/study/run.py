@@ -30,7 +30,6 @@ from quantgate.schema.placement import Placement
 from quantgate.schema.run import RunManifest
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
-from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.study import StudyOutcome, VariantSpec
 from quantgate.schema.summary import LmEvalSection, Summary
 from quantgate.serve.backends import BackendOptions
@@ -38,7 +37,14 @@ from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
-from quantgate.study.verdicts import JUDGED_PAGES, LOCK, relative_inside, score_file, study_verdicts, verdict_inputs
+from quantgate.study.verdicts import (
+    LOCK,
+    relative_inside,
+    score_file,
+    speed_intervals,
+    study_verdicts,
+    verdict_inputs,
+)
 from quantgate.study.worst import worst_pages
 
 if TYPE_CHECKING:
@@ -142,27 +148,37 @@ def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
     from quantgate.io.pageset import load_pageset, verify_page_files
     from quantgate.judge.replay import study_plan
 
-    pages_dir = _pages(st, base, out, clock)
+    pages_dir, verified = _pages(st, base, out, clock)
     ps = load_pageset(pages_dir)
-    verify_page_files(ps)  # on every start: nothing is reused, served or scored from a page that changed
+    if not verified:  # on every start: nothing is reused, served or scored from a page that changed
+        verify_page_files(ps)
     plan = study_plan(st, judged_pages(pages_dir, out)) if st.sequential else None
     return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                 st.backend.resolved(base, out), plan)
 
 
-def _pages(st: Study, base: Path, out: Path, clock: Clock) -> Path:
-    """The study's page set: its folder, or the synthetic set under ``out/pages``, rebuilt when the recorded
-    spec differs from the study's (``pages.synth_reuse``)."""
+def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
+    """(the study's page set, whether its files were hashed already): its folder when it lies in the study folder;
+    a set outside it copied into ``out/pages`` (``study.pagecopy``: the gate then binds its images and truths);
+    or the synthetic set under ``out/pages``, rebuilt when the recorded spec differs (``pages.synth_reuse``)."""
     from quantgate.pages.synth_reuse import ensure_synth_pages
+    from quantgate.study.pagecopy import COPY_DIR, ensure_page_copy
 
     if not st.pages.synth:
-        return resolve_path(base, st.pages.path or "")
+        src = resolve_path(base, st.pages.path or "")
+        if relative_inside(src, out) is not None:
+            return src, False
+        with clock.stage("pages", f"pages: {src} copied into {out / COPY_DIR}", unit=None) as stage:
+            if ensure_page_copy(src, out, clock.console.detail):
+                stage.reused = True
+                stage.set_note("reused")
+        return out / COPY_DIR, True
     pages_dir, sy = out / "pages", st.pages.synth
     with clock.stage("pages", f"pages: {sy.n} synthetic ({sy.profile})", unit=None) as stage:
         if not ensure_synth_pages(pages_dir, **sy.model_dump(), log=clock.console.detail):
             stage.reused = True
             stage.set_note("reused")
-    return pages_dir
+    return pages_dir, False
 
 
 def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] | None = None) -> None:
@@ -333,10 +349,11 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
     batches = {} if ctx.plan is None else {
         st.compare_level: accuracy_pass(st, ctx.plan, ctx.ps, ctx.out, v.name, clock.console.detail)}
     with stages:
-        serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
-                      ServeHooks(on_level=on_level, on_speed_level=on_speed_level,
-                                 level_done=lambda c: stages.close(), server=server,
-                                 layout=server.layout, batches=batches, log=clock.console.detail))
+        run = serve_variant(vdir, ctx.pages_dir, server.backend, ctx.run_dir(v.name), options,
+                            ServeHooks(on_level=on_level, on_speed_level=on_speed_level,
+                                       level_done=lambda c: stages.close(), server=server,
+                                       layout=server.layout, batches=batches, log=clock.console.detail))
+    stop_on_failed_level(v.name, ctx.run_dir(v.name), run)
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
@@ -346,6 +363,16 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
                          variant=v.name) as stage:
             run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
                                record_root=ctx.out, log=clock.console.detail)
+
+
+def stop_on_failed_level(variant: str, run_dir: Path, run: RunManifest) -> None:
+    """A level where every request failed measured nothing: the study stops there (exit 4, as ``serve``), before
+    anything is scored or a verdict is made from empty outputs; the rerun re-sends the failed pages."""
+    from quantgate.errors import ServerError
+    from quantgate.serve.run import failed_levels
+
+    if failed := failed_levels(run_dir, run):
+        raise ServerError(f"{variant}: {failed}")
 
 
 def _score_all(ctx: _Ctx) -> Scores:
@@ -386,36 +413,15 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
         summary = build_summary(st, out, ctx.ps.sha256, {v.name: ctx.variant_dir(v.name) for v in st.variants},
                                 verdicts, worst_pages(st, ctx.ps, out, scores, st.compare_level), lm_eval=lm,
                                 inputs=verdict_inputs(st, out, pages_file), sequential=decisions or None,
-                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(ctx))
+                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(st, out))
         write_reports(summary, out)
     return summary
 
 
-def speed_intervals(ctx: _Ctx) -> dict[str, dict[str, SpeedupInterval]] | None:
-    """Each variant's speed levels (run.json) against the baseline's at the same concurrency (issue 30), seeded
-    by the study's seed; None without a ``speed:`` block."""
-    from quantgate.judge.speed import level_interval
-
-    st = ctx.st
-    if st.speed is None:
-        return None
-    runs = {v.name: read_record_file(RunManifest, ctx.run_dir(v.name) / "run.json") for v in st.variants}
-    base = {lv.concurrency: lv for lv in runs[st.baseline].speed}
-    return {name: {str(lv.concurrency): level_interval(lv, base.get(lv.concurrency), level=st.speed.interval,
-                                                       seed=st.seed, resamples=st.resamples)
-                   for lv in run.speed} for name, run in runs.items()}
-
-
 def judged_pages(pages_dir: Path, out: Path) -> Path:
-    """The judged page set's pages.jsonl inside the study folder: the set's own when it lies there (synthetic
-    pages), else a copy (``judged-pages.jsonl``), so the gate can re-hash it wherever the folder goes."""
-    from quantgate.io.fileio import atomic_write_bytes
-
+    """The judged page set's pages.jsonl, inside the study folder (``_pages`` copies a set that lies outside it into
+    ``out/pages``: ``study.pagecopy``), so the gate re-hashes it and its files wherever the folder goes."""
     src = Path(pages_dir) / "pages.jsonl"
-    if relative_inside(src, out) is not None:
-        return src
-    copy = out / JUDGED_PAGES
-    data = src.read_bytes()
-    if not copy.is_file() or copy.read_bytes() != data:
-        atomic_write_bytes(copy, data)
-    return copy
+    if relative_inside(src, out) is None:  # _pages never returns such a set; a caller that did is a bug
+        raise AssertionError(f"{src} lies outside the study folder {out}")
+    return src

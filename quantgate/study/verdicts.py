@@ -23,6 +23,7 @@ from quantgate.judge.family import adjust_family
 from quantgate.judge.replay import replay, study_plan, verdict_rows
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
 from quantgate.study.noise_layout import layout_note, layout_twin, mark
@@ -159,6 +160,25 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
     family = adjust_family([*page_verdicts(st, read, pages_file, decisions), *lm])
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
+
+
+def speed_intervals(st: Study, out: Path) -> dict[str, dict[str, SpeedupInterval]] | None:
+    """Each variant's speed levels (its run.json, bound with the speed.jsonl they come from) against the baseline's
+    at the same concurrency (issue 30), seeded by the study's seed; None without a ``speed:`` block. The study
+    reports them and the gate makes them again."""
+    from quantgate.io.fileio import safe_join
+    from quantgate.judge.speed import level_interval
+    from quantgate.schema.base import read_record_file
+    from quantgate.schema.run import RunManifest
+
+    if st.speed is None:
+        return None
+    runs = {v.name: read_record_file(RunManifest, safe_join(Path(out), f"runs/{v.name}/run.json", what="run"),
+                                     missing="the study folder is incomplete") for v in st.variants}
+    base = {lv.concurrency: lv for lv in runs[st.baseline].speed}
+    return {name: {str(lv.concurrency): level_interval(lv, base.get(lv.concurrency), level=st.speed.interval,
+                                                       seed=st.seed, resamples=st.resamples)
+                   for lv in run.speed} for name, run in runs.items()}
 
 
 def relative_inside(path: Path, out: Path) -> str | None:

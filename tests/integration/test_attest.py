@@ -189,3 +189,19 @@ def test_keygen_never_overwrites_and_keeps_the_private_key_private(tmp_path):
     before = (tmp_path / "k").read_bytes()
     _refused("keygen", "-o", tmp_path / "k", needle="exists")
     assert (tmp_path / "k").read_bytes() == before
+
+
+def test_the_attestation_in_the_folder_does_not_make_the_next_gate_refuse_it(signed, tmp_path):
+    """attestation.intoto.json lies in the study folder: the next gate (which refuses extra files in variant
+    folders and undeclared variant folders) still judges the folder, a second --sign replaces it, verify holds."""
+    copy, att, pub = _copy(signed, tmp_path)
+    key = signed[1]
+    code, out, err = _cli("gate", copy, "--variants", "fp8")
+    assert code == 0 and out.splitlines()[-1] == "PASS", (out, err)
+    code, out, err = _cli("gate", copy, "--variants", "fp8", "--sign", key)
+    assert code == 0 and f"attestation: {att}" in out, (out, err)
+    assert _statement(att)["predicate"]["gate"]["exit_code"] == 0
+    code, out, err = _cli("gate", copy, "--variants", "fp8")
+    assert code == 0 and "INVALID" not in out, (out, err)
+    code, out, _ = _cli("verify", att, "--key", pub, "--study", copy)
+    assert code == 0 and "is the signed one" in out, out

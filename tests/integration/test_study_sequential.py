@@ -75,7 +75,7 @@ def _order(out, st_seed=0):
     from quantgate.judge.replay import judged_ids
     from quantgate.judge.sequential import page_order
 
-    return page_order(judged_ids(out / "judged-pages.jsonl", "heldout", None), st_seed)
+    return page_order(judged_ids(out / "pages" / "pages.jsonl", "heldout", None), st_seed)
 
 
 def test_sequential_study_stops_early_and_records_where(studies):

@@ -63,6 +63,34 @@ def _requests(path: Path, ids: list[str], outputs: dict[int, list[str]]) -> None
     path.write_text("".join(lines))
 
 
+def _speed(out: Path, name: str, st, tok_s: float) -> None:
+    """Issue 30: a variant's speed waves — speed.jsonl chained from its run's speed anchor, as serve writes it —
+    and run.json's speed levels made from them (``serve.run.speed_levels``)."""
+    from quantgate.io.chain import Chain
+    from quantgate.schema.run import RequestRecord, RunManifest
+    from quantgate.serve.run import speed_anchor_of, speed_levels
+
+    rdir = out / "runs" / name
+    run = RunManifest.model_validate_json((rdir / "run.json").read_text())
+    waves, recs, lines = st.speed_waves(), [], []
+    chain = Chain(speed_anchor_of(run))
+    t = 100.0
+    for c in waves.levels:
+        for k in range(waves.repeats):
+            for i in range(waves.per_wave(c)):
+                lat = 32 / (tok_s * (1 + 0.05 * ((k + i) % 3)))  # a few percent between waves
+                rec = chain.link(RequestRecord(page_id=f"p{i:03d}", concurrency=c, output="x", completion_tokens=32,
+                                               ttft_s=0.01, latency_s=lat, start=t, end=t + lat, finish_reason="stop",
+                                               session="s0", wave=k).model_dump())
+                chain.advance(rec)
+                lines.append(json.dumps(rec) + "\n")
+                recs.append(RequestRecord.model_validate(rec))
+                t += lat
+    (rdir / "speed.jsonl").write_text("".join(lines))
+    run.speed = speed_levels(recs, waves)
+    (rdir / "run.json").write_text(run.model_dump_json())
+
+
 def _rows(ids: list[str], values: dict[str, np.ndarray], texts: list[str]) -> list[ScoreRow]:
     return [ScoreRow(page_id=pid, empty=False, output_sha256=hashlib.sha256(texts[i].encode()).hexdigest(),
                      **{m: float(values[m][i]) for m in METRICS}) for i, pid in enumerate(ids)]
@@ -83,12 +111,12 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
                    worst: dict | None = None, **overrides) -> Path:
     """Write a finished study folder at ``out``. ``candidates``: variant name -> how much worse (in ned)
     it reads on the pages it changes (0: identical outputs); the baseline's noise run changes a few
-    pages by a little. ``overrides``: study fields (margins, min_pages, test, ...)."""
+    pages by a little. ``overrides``: study fields (margins, min_pages, test, ``speed`` for speed waves, ...)."""
     from quantgate.io.scores import write_scores
     from quantgate.report import build_summary, write_reports
     from quantgate.schema.base import parse_record
     from quantgate.study.spec import Study
-    from quantgate.study.verdicts import score_file, study_verdicts, verdict_inputs
+    from quantgate.study.verdicts import score_file, speed_intervals, study_verdicts, verdict_inputs
 
     candidates = {"fp8": 0.0005, "bad": 0.2} if candidates is None else candidates
     out = Path(out)
@@ -126,6 +154,8 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         (vdir / "quantgate.json").write_text(json.dumps(man))
         (out / "runs" / name).mkdir(parents=True)
         (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
+        if st.speed is not None:
+            _speed(out, name, st, tok_s=20.0 * (1 + i))
         dirs[name] = vdir
     outputs = {("bf16", 1): texts}
     write_scores(out / score_file("bf16", 1), _rows(ids, base, texts))
@@ -145,6 +175,7 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
 
         scores = {(n, 1): read_scores(out / score_file(n, 1)) for n in speeds}
         worst = worst_pages(st, load_pageset(out / "pages"), out, scores, 1)
-    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, worst, inputs=inputs)
+    summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, worst, inputs=inputs,
+                            speed_intervals=speed_intervals(st, out))
     write_reports(summary, out)
     return out

@@ -56,6 +56,16 @@ def _variant(name, fn):
     return _summary(lambda s: fn(next(v for v in s["variants"] if v["name"] == name)))
 
 
+def _verdict(variant, metric, fn):
+    return _summary(lambda s: fn(next(v for v in s["verdicts"] if (v["variant"], v["metric"]) == (variant, metric))))
+
+
+def _edit_latency(lines):
+    rec = json.loads(lines[1])
+    rec["latency_s"] = rec["latency_s"] / 10
+    return [lines[0], json.dumps(rec), *lines[2:]]
+
+
 EDITS = {
     # requests.jsonl: the outputs scored and shown
     "requests output edited": (lambda f: _lines(f / "runs/bad/requests.jsonl", _edit_record), "runs/bad/requests.jsonl"),
@@ -100,12 +110,49 @@ EDITS = {
                                    "pageset_sha256"),
     "summary provenance statistics": (_summary(lambda s: s["provenance"].update(statistics="two-sided")),
                                       "provenance.statistics"),
+    # issue 27: the document-level fields of a verdict, made again from the score files with the verdict
+    "verdict documents": (_verdict("bad", "ned", lambda v: v.update(documents=400)), "documents"),
+    "verdict design_effect": (_verdict("bad", "ned", lambda v: v.update(design_effect=0.5)), "design_effect"),
+    "verdict baseline_score": (_verdict("bad", "ned", lambda v: v.update(baseline_score=0.99)), "baseline_score"),
+    "verdict flips": (_verdict("bad", "ned", lambda v: v.update(flips=0)), "flips"),
+    # issue 31: per-variant placement — the run's layout (run.json) and a verdict's noise layout
+    "run.json placement": (lambda f: _json(f / "runs/fp8/run.json", lambda r: r.update(layout={
+        "servers": "all_at_once", "servers_in_study": 3, "gpu": "3",
+        "placement": {"variant": "fp8", "gpus": [3], "wave": 1}})), "runs/fp8/run.json"),
+    "verdict noise_layout": (_verdict("fp8", "ned", lambda v: v.update(noise_layout="measured")), "noise_layout"),
 }
+
+# issue 30: a study with a speed: block — each variant's speed waves (speed.jsonl) and their intervals
+SPEED_EDITS = {
+    "speed.jsonl wave edited": (lambda f: _lines(f / "runs/fp8/speed.jsonl", _edit_latency), "runs/fp8/speed.jsonl"),
+    "speed.jsonl deleted": (lambda f: (f / "runs/fp8/speed.jsonl").unlink(), "runs/fp8/speed.jsonl"),
+    "run.json speed wave": (lambda f: _json(f / "runs/fp8/run.json",
+                                            lambda r: r["speed"][0]["waves"][0].update(output_tokens_per_s=1e4)),
+                            "runs/fp8/run.json"),
+    "summary speedup_interval": (_variant("fp8", lambda v: v["speedup_interval"]["1"].update(low=9.0, ratio=10.0)),
+                                 "speedup_interval"),
+    "summary speedup_interval dropped": (_variant("fp8", lambda v: v.update(speedup_interval={})), "speedup_interval"),
+    "summary speed waves": (_variant("fp8", lambda v: v["speed"][0]["waves"].pop()), "speed"),
+}
+
+
+@pytest.fixture(scope="module")
+def speed_study(tmp_path_factory):
+    return finished_study(tmp_path_factory.mktemp("tamper-speed") / "study", speed={"repeats": 3, "levels": [1]})
 
 
 @pytest.mark.parametrize("name", list(EDITS))
 def test_every_edit_of_a_finished_study_is_caught(study, tmp_path, name):
-    edit, needle = EDITS[name]
+    _caught(study, tmp_path, *EDITS[name])
+
+
+@pytest.mark.parametrize("name", list(SPEED_EDITS))
+def test_every_edit_of_a_speed_study_is_caught(speed_study, tmp_path, name):
+    assert json.loads((speed_study / "summary.json").read_text())["variants"][1]["speedup_interval"]["1"]["ratio"] > 1
+    _caught(speed_study, tmp_path, *SPEED_EDITS[name])
+
+
+def _caught(study, tmp_path, edit, needle):
     folder = shutil.copytree(study, tmp_path / "s")
     code, out, _ = _cli("gate", folder, "--variants", "fp8")
     assert code == 0, out  # the untouched copy passes for its within-noise variant
