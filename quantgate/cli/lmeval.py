@@ -39,6 +39,11 @@ def register(sub) -> None:
     c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
     c.add_argument("--min-pages", type=int_range(2), default=None, help="samples below which a verdict is "
                    "inconclusive (default: the calibrated 30; lower only for smoke tests, at least 2)")
+    c.add_argument("--min-documents", type=int_range(2), default=None, help="samples (each its own document) below "
+                   "which a verdict is inconclusive (default 30; lower only for smoke tests)")
+    c.add_argument("--worst-sample-damage", type=positive_float, default=None, metavar="D",
+                   help="declare that no sample is damaged by more than D (the metric's units): the rare-failure rule "
+                        "then needs about 3·D/margin samples instead of 3·range/margin (docs/statistics.md)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
 
@@ -75,6 +80,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     margin = a.margin if a.margin is not None else LmEvalSpec.model_fields["margin"].default
     more = {"min_pages": a.min_pages} if a.min_pages else {}
+    if a.min_documents:
+        more["min_documents"] = a.min_documents
+    more["worst_sample_damage"] = a.worst_sample_damage
     rows = compare_lmeval(a.baseline, a.candidate, default_margin=margin, seed=a.seed, **more)
     if a.json:
         print(json.dumps([r.model_dump() for r in rows], indent=2))

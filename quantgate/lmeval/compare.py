@@ -15,7 +15,7 @@ from quantgate.judge.compare import compare_scores
 from quantgate.lmeval.run import load_lmeval
 from quantgate.schema.lmeval import LmEvalResult, LmEvalSample
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_PAGES
+from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_DOCUMENTS, MIN_PAGES
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -26,11 +26,13 @@ def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
 def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str, float] | None = None,
                    default_margin: float | None = None, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
                    min_pages: int = MIN_PAGES, equivalence: bool = False,
-                   names: tuple[str, str] = ("baseline", "candidate")) -> list[LmEvalResult]:
+                   names: tuple[str, str] = ("baseline", "candidate"), min_documents: int = MIN_DOCUMENTS,
+                   worst_sample_damage: float | None = None) -> list[LmEvalResult]:
     """One row per task × metric (``metric,filter`` as lm-eval names it): lm-eval's scores, the
     recovery ratio and every field of the paired ``Verdict`` over the logged samples (a sample is a
     page here: ``min_pages`` applies to them). lm-eval's metrics are outside quantgate's registry, so
-    each needs a margin: ``margins["task/metric"]``, ``margins["metric"]`` or ``default_margin``."""
+    each needs a margin: ``margins["task/metric"]``, ``margins["metric"]`` or ``default_margin``. Each sample is
+    its own document (``min_documents`` of them); ``worst_sample_damage``: the rare-failure rule's declared D."""
     margins = margins or {}
     brun, bs = load_lmeval(baseline_dir)
     crun, cs = load_lmeval(candidate_dir)
@@ -52,7 +54,8 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
             base_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in bs.get(task, {}).items()}
             cand_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in cs.get(task, {}).items()}
             v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
-                               min_pages=min_pages, equivalence=equivalence,
+                               min_pages=min_pages, equivalence=equivalence, min_documents=min_documents,
+                               worst_page_damage=worst_sample_damage,
                                names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
             rows.append(LmEvalResult(task=task, **v.model_dump(), baseline=b.value, baseline_stderr=b.stderr,
                                      candidate=c.value, candidate_stderr=c.stderr,

@@ -88,6 +88,9 @@ class LmEvalSpec(_S):
     concurrent: PositiveInt = 1
     margin: PositiveFloat = 0.02  # equivalence margin in each metric's units
     margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per "metric" or "task/metric"
+    # issue 27's rare-failure rule for lm-eval's samples: the worst damage one sample can take, in the metric's
+    # units (None: the metric's whole range, 1 for exact_match — 59 samples at a 0.05 margin)
+    worst_sample_damage: PositiveFloat | None = None
 
     @model_validator(mode="after")
     def _some(self):

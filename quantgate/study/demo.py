@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 READER = Path(__file__).resolve().parents[1] / "assets" / "reader"
 MARGINS = {"ned": 0.01, "cer": 0.01, "bow_f1": 0.02}
+LMEVAL: dict[str, Any] = {"page_task": True, "limit": 32, "margin": 0.05}
 
 
 def demo_study(pages: int, variants: list[str], min_pages: int | None = None) -> dict[str, Any]:
@@ -36,16 +37,21 @@ def demo_study(pages: int, variants: list[str], min_pages: int | None = None) ->
         "worst_page_damage": {"ned": 0.1, "cer": 0.1, "bow_f1": 0.1},
         # lm-eval beside the pages: the offline page-heading task, exact match, through the same server
         # (32 documents: at 40 pages, every held-out page, and at least the 30 a verdict needs)
-        "lm_eval": {"page_task": True, "limit": 32, "margin": 0.05},
+        "lm_eval": LMEVAL,
     } | (_smoke(min_pages) if min_pages else {})
 
 
 def _smoke(min_pages: int) -> dict[str, Any]:
     """A smoke test on a few pages, deliberately below the calibrated minimums (the report and the gate say so):
-    as few documents as pages, and a worst page damage of 2.5 margins, which 6 pages rule out
-    (⌈ln 0.05 / ln 0.6⌉ = 6), so that identical outputs can still pass on the ~6 held-out pages of `--pages 8`."""
+    as few documents as pages, and the worst page damage that ``min_pages`` pages rule out — D with
+    ⌈ln α / ln(1 − m/D)⌉ = min_pages, i.e. D = m / (1 − α^(1/min_pages)), 1.9 margins at 4 pages — so that
+    identical outputs can still pass on the few held-out pages of `--pages 8`."""
+    from quantgate.judge.clustered import ALPHA
+
+    per_margin = 0.9995 / (1 - ALPHA ** (1 / min_pages))  # a hair below the bound: n_rare never rounds up past it
     return {"min_pages": min_pages, "min_documents": max(2, min_pages),
-            "worst_page_damage": {m: 2.5 * v for m, v in MARGINS.items()}}
+            "worst_page_damage": {m: round(per_margin * v, 6) for m, v in MARGINS.items()},
+            "lm_eval": {**LMEVAL, "worst_sample_damage": round(per_margin * LMEVAL["margin"], 6)}}
 
 
 def run_demo(out: Path, pages: int = 40, variants: list[str] | None = None, console: Console | None = None,

@@ -77,7 +77,8 @@ def lmeval_verdicts(st: Study, out: Path) -> list[LmEvalVerdict]:
             rows += [LmEvalVerdict(variant=v.name, **r.model_dump()) for r in compare_lmeval(
                 out / "lmeval" / st.baseline, out / "lmeval" / v.name, margins=spec.margins,
                 default_margin=spec.margin, seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
-                equivalence=st.test == "equivalence", names=(st.baseline, v.name))]
+                equivalence=st.test == "equivalence", names=(st.baseline, v.name), min_documents=st.min_documents,
+                worst_sample_damage=spec.worst_sample_damage)]
     return rows
 
 

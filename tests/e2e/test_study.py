@@ -217,13 +217,14 @@ def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
     summ["lm_eval"] = None
     (copy / "summary.json").write_text(json.dumps(summ))
     r = _qg("gate", str(copy), "--variants", "fp8-dynamic", "--lmeval")
-    assert r.returncode == 3 and "no lm_eval section" in r.stdout
+    # refused either for the missing section or, first since issue 32, for the claims it no longer matches
+    assert r.returncode == 3 and ("no lm_eval section" in r.stdout or "from the study's files" in r.stdout), r.stdout
 
 
 def test_lmeval_cli(demo, tmp_path):
     out, _ = demo
     r = _qg("lmeval-compare", str(out / "lmeval" / "bf16"), str(out / "lmeval" / "fp8-dynamic"), "--margin", "0.05",
-            "--min-pages", "4")
+            "--min-pages", "4", "--min-documents", "4", "--worst-sample-damage", "0.0948")
     assert r.returncode == 0 and "within_noise" in r.stdout and "recovery 1.000" in r.stdout
     r = _qg("lmeval", str(out / "variants" / "bf16"), "--tasks", "no_such_task_xyz", "-o", str(tmp_path / "x"),
             timeout=300)
@@ -248,7 +249,9 @@ def test_report_renders_in_headless_chromium(demo):
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0
-    assert dom.stdout.count("<svg") >= 4 and "Verdicts" in dom.stdout and "Worst pages" in dom.stdout
+    # verdicts, throughput and sizes; no accuracy-versus-speed plot: transformers serve runs BF16 kernels (issue 28)
+    assert dom.stdout.count("<svg") >= 3 and "Verdicts" in dom.stdout and "Worst pages" in dom.stdout
+    assert "Accuracy versus speed" not in dom.stdout and "BF16 kernels" in dom.stdout
     assert "harmful-int2" in dom.stdout and "<table" in dom.stdout
     r = subprocess.run([*flags, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "--window-size=1200,2400", url],
                        capture_output=True, text=True, timeout=120)
@@ -427,14 +430,18 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     sc = lambda name, c: read_scores(out / "scores" / f"{name}-c{c}.jsonl")  # noqa: E731
     verdicts = [{"variant": v["name"], **compare_scores(
         sc(base, c0), sc(v["name"], c0), m, noise=sc(base, nl), margin=st["margins"].get(m), seed=st["seed"],
-        n_resamples=st["resamples"], min_pages=st["min_pages"], names=(f"{base}@c{c0}", f"{v['name']}@c{c0}")
-    ).model_dump()} for v in st["variants"] if v["name"] != base for m in st["metrics"]]
+        n_resamples=st["resamples"], min_pages=st["min_pages"], names=(f"{base}@c{c0}", f"{v['name']}@c{c0}"),
+        min_documents=st["min_documents"], **{k: st[k].get(m) for k in ("worst_page_damage", "worst_document_damage",
+                                                                        "baseline_floor")},
+        expected_shift=st["expected_shift"].get(m, 0.0)).model_dump()}
+        for v in st["variants"] if v["name"] != base for m in st["metrics"]]
     lm = st["lm_eval"]
     lm_eval = {"verdicts": [{"variant": v["name"], **r.model_dump()} for v in st["variants"] if v["name"] != base
                             for r in compare_lmeval(out / "lmeval" / base, out / "lmeval" / v["name"],
                                                     margins=lm["margins"], default_margin=lm["margin"], seed=st["seed"],
                                                     n_resamples=st["resamples"], min_pages=st["min_pages"],
-                                                    names=(base, v["name"]))],
+                                                    names=(base, v["name"]), min_documents=st["min_documents"],
+                                                    worst_sample_damage=lm["worst_sample_damage"])],
                "runs": {v["name"]: load_lmeval(out / "lmeval" / v["name"])[0].model_dump() for v in st["variants"]}}
     family = verdicts + lm_eval["verdicts"]  # Holm over every verdict of the study
     for row, p in zip(family, holm([r["p_regression"] for r in family]), strict=True):

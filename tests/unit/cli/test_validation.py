@@ -56,6 +56,8 @@ FLAGS = {
     ("lmeval-compare", "--margin"): floats(0),
     ("lmeval-compare", "--seed"): ints(0),
     ("lmeval-compare", "--min-pages"): ints(2),
+    ("lmeval-compare", "--min-documents"): ints(2),
+    ("lmeval-compare", "--worst-sample-damage"): floats(0),
     ("pages import", "--dpi"): floats(0),
     ("pages import", "--megapixels"): floats(0),
     ("pages import", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),  # issue 28: 1 = every page
