@@ -401,6 +401,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
                         if not bf16_kernels and lv["concurrency"] in base_levels
                         and base_levels[lv["concurrency"]]["pages_per_s"] else None
                         for lv in v["levels"]}
+        v["speed"], v["speedup_interval"] = [], {}  # added with speed waves (issue 30): a study without them has none
         v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
@@ -448,6 +449,12 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
         row["p_regression_holm"] = p
     files = ["pages/pages.jsonl"] + [f"scores/{v['name']}-c{c0}.jsonl" for v in st["variants"]] + \
         [f"scores/{base}-c{nl}.jsonl"]
+    # issue 32: every file a reported claim rests on — each variant's run, records and manifest, the page set's
+    # manifest, the lm-eval page task's files
+    files += [f for v in st["variants"] for f in (f"runs/{v['name']}/run.json", f"runs/{v['name']}/requests.jsonl",
+                                                  f"variants/{v['name']}/quantgate.json")]
+    files += ["pages/pageset.json"] + sorted(p.relative_to(out).as_posix() for p in (out / "lmeval" / "task").rglob("*")
+                                             if p.is_file())
     for v in st["variants"]:
         files += [f"lmeval/{v['name']}/lmeval.json"] + [f"lmeval/{v['name']}/samples-{t}.jsonl" for t in
                                                          sorted(lm_eval["runs"][v["name"]]["tasks"])]
