@@ -27,3 +27,14 @@ def synth_pageset(tmp_path_factory):
     out = tmp_path_factory.mktemp("pages") / "synth"
     synth_pages(out, 10, seed=3, calibration_fraction=0.3)
     return out
+
+
+@pytest.fixture(autouse=True)
+def _pil_limit_restored():
+    """`pages import --max-pixels` sets PIL's process-wide decompression-bomb limit (cli.main does, on purpose):
+    restored after each test, so a tiny limit one test sets never reaches the next test in the same process."""
+    from PIL import Image
+
+    saved = Image.MAX_IMAGE_PIXELS
+    yield
+    Image.MAX_IMAGE_PIXELS = saved

@@ -66,16 +66,16 @@ def run(args) -> int:
     from quantgate.speed.profile import check_args, speed_profile
     from quantgate.speed.report import COPY_BANDWIDTH, SPEED_DIR
 
-    if args.copy_gbs is not None:  # written first: a profile run cut short still has it
-        args.out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(args.out / COPY_BANDWIDTH, CopyBandwidth(gbs=args.copy_gbs, source=args.copy_source)
-                          .model_dump(mode="json"))
     names = []
     for v in args.variants:  # every variant's flags checked before the first server starts
         names.append(check_args(v, args.concurrency, steps=args.steps, delay=args.delay, max_tokens=args.max_tokens,
                                 server_args=args.server_arg).name)
     if len(set(names)) != len(names):
         raise InputError(f"variants {names}: two have one name; each gets its own folder under {args.out}")
+    if args.copy_gbs is not None:  # after the checks (bad input writes nothing), before any server: a cut run keeps it
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out / COPY_BANDWIDTH, CopyBandwidth(gbs=args.copy_gbs, source=args.copy_source)
+                          .model_dump(mode="json"))
     for v, name in zip(args.variants, names, strict=True):
         speed_profile(v, args.concurrency, args.out / name, args.vllm_cmd, pages=args.pages, steps=args.steps,
                       delay=args.delay, max_tokens=args.max_tokens, server_args=args.server_arg,

@@ -99,6 +99,10 @@ FLAGS = {
     ("speed-profile", "--concurrency"): ("int_list", lambda v: all(1 <= c <= 65_535 for c in v)),
     ("speed-profile", "--steps"): ints(1),
     ("speed-profile", "--delay"): ints(0),
+    ("speed-profile", "--copy-gbs"): floats(0),
+    ("init", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),
+    ("init", "--split-seed"): ints(0),
+    ("pages synth", "--pages-per-document"): ints(1),
     ("speed-profile", "--max-tokens"): ints(1),
     ("speed-profile", "--startup-timeout"): floats(0),
 }
@@ -195,6 +199,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
         "recommend": ["recommend", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
         "speed-profile": ["speed-profile", empty, "--pages", empty, "-o", out],
+        "init": ["init", "--model", empty, "--pages", empty, "-o", out + "-init/study.yaml"],
         "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag in ("--max-trials", "--speed-concurrency") else []),
     }[verb]
     if flag in BACKEND_FLAGS:
