@@ -75,3 +75,14 @@ def load() -> types.SimpleNamespace:
                 del sys.modules[name]
         sys.modules.update({k: v for k, v in saved_modules.items() if k.split(".")[0] in ("utils", "metrics")})
         sys.path[:] = saved_path
+
+
+# quantgate metric -> upstream (category, metric, aggregate key) in end2end_quick_match_metric_result.json
+SET_VALUES = {
+    "omnidoc_text_edit": ("text_block", "Edit_dist", "ALL_page_avg"),
+    "omnidoc_formula_edit": ("display_formula", "Edit_dist", "ALL_page_avg"),
+    "omnidoc_table_teds": ("table", "TEDS", "all"),
+    "omnidoc_table_teds_struct": ("table", "TEDS_structure_only", "all"),
+    "omnidoc_table_edit": ("table", "Edit_dist", "ALL_page_avg"),
+    "omnidoc_reading_order_edit": ("reading_order", "Edit_dist", "ALL_page_avg"),
+}

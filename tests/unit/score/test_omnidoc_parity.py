@@ -13,15 +13,7 @@ from tests.support import upstream_omnidoc as ref
 
 pytestmark = pytest.mark.skipif(ref.demo_missing_reason() is not None, reason=ref.demo_missing_reason() or "")
 
-# quantgate metric -> upstream (category, metric, aggregate key) in end2end_quick_match_metric_result.json
-SET_VALUES = {
-    "omnidoc_text_edit": ("text_block", "Edit_dist", "ALL_page_avg"),
-    "omnidoc_formula_edit": ("display_formula", "Edit_dist", "ALL_page_avg"),
-    "omnidoc_table_teds": ("table", "TEDS", "all"),
-    "omnidoc_table_teds_struct": ("table", "TEDS_structure_only", "all"),
-    "omnidoc_table_edit": ("table", "Edit_dist", "ALL_page_avg"),
-    "omnidoc_reading_order_edit": ("reading_order", "Edit_dist", "ALL_page_avg"),
-}
+SET_VALUES = ref.SET_VALUES
 PER_PAGE = {
     "omnidoc_text_edit": "text_block", "omnidoc_formula_edit": "display_formula",
     "omnidoc_table_edit": "table", "omnidoc_reading_order_edit": "reading_order",
