@@ -9,9 +9,9 @@ import dataclasses
 import os
 import re
 import resource
+import secrets
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -102,7 +102,7 @@ def check_output(out: Path) -> None:
 
 
 def _building_dirs(out: Path) -> list[Path]:
-    pat = re.compile(rf"^\.{re.escape(out.name)}\.building\.[A-Za-z0-9_]{{8}}$")  # tempfile.mkdtemp's suffix
+    pat = re.compile(rf"^\.{re.escape(out.name)}\.building\.[A-Za-z0-9_]{{8}}$")  # the 8-character suffix quantize gives it
     return [d for d in out.parent.iterdir() if pat.match(d.name) and d.is_dir() and not d.is_symlink()] \
         if out.parent.is_dir() else []
 
@@ -214,9 +214,13 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     job.out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_builds(job.out, log)
     with _terminate_cleanly():
-        tmp = Path(tempfile.mkdtemp(prefix=f".{job.out.name}.building.", dir=job.out.parent))
-        lock = _hold(tmp)
+        # named before it is made, and made inside the try: a SIGTERM at any moment after the folder appears
+        # (before its lock is taken, too) removes it
+        tmp = job.out.parent / f".{job.out.name}.building.{secrets.token_hex(4)}"
+        lock: int | None = None
         try:
+            tmp.mkdir(mode=0o700)
+            lock = _hold(tmp)
             manifest = _build(job, tmp, t0, log, note or (lambda _: None))
             _install(tmp, job.out)
             return QuantizeResult(manifest=manifest, reused=False)
@@ -228,7 +232,8 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
                 raise disk_full_error(job.out.parent, e) from None
             raise
         finally:
-            os.close(lock)
+            if lock is not None:
+                os.close(lock)
 
 
 def _settle(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None, samples: int | None,

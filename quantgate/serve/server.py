@@ -58,6 +58,17 @@ def _die_with_parent() -> None:
         _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def log_since(path: Path, offset: int) -> str:
+    """One start's part of a server log: the file is appended across starts (and port retries), so facts read
+    from it (version, kernels) must not come from an earlier start."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def log_tail(path: Path, n: int = 40) -> str:
     try:
         lines = path.read_text("utf-8", errors="replace").splitlines()
@@ -163,14 +174,7 @@ class ManagedServer:
                           f"{log_tail(self.log_path)}")
 
     def log_text(self) -> str:
-        """This start's part of the log: the file is appended across starts (and port retries), so
-        facts read from it (version, kernels) must not come from an earlier start."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self.log_offset)
-                return f.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return log_since(self.log_path, self.log_offset)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -77,7 +77,6 @@ class Cluster:
     def connect(self) -> None:
         """``ray.init`` on the address, within ``connect_timeout_s``: first whether anything listens there, then
         whether it answers as a Ray cluster (in a thread, so a silent listener cannot hang the study)."""
-        import ray
 
         addr, t = self.spec.ray, self.spec.connect_timeout_s
         if addr != "auto":
@@ -87,6 +86,12 @@ class Cluster:
             except OSError as e:
                 raise InputError(f"cluster.ray {addr}: nothing answers there ({e}); start the head (`ray start "
                                  "--head`) or give its address (host:6379, or ray://host:10001)") from None
+        try:
+            import ray
+        except ImportError:
+            raise InputError(f"cluster.ray {addr}: Ray is not installed in this environment; install the cluster "
+                             "extra (`pip install 'quantgate[cluster]'`, ray[default]==2.60.0) here and on every "
+                             "node, or run the study without `cluster:` / `--ray`") from None
         done: dict = {}
 
         def init() -> None:
@@ -216,6 +221,7 @@ class Cluster:
         import ray
 
         log = kw.pop("log", None) or (lambda m: None)
+        kw.pop("note", None)  # the driver console's live status line: a task on another node cannot call it
         task = ray.remote(_quantize_on_node).options(**self.quantize_options())
         try:
             manifest, messages, node = ray.get(task.remote(model, recipe, vdir, kw))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from quantgate.errors import ServerError
-from quantgate.serve.server import Endpoint, SharedServer
+from quantgate.serve.server import Endpoint, SharedServer, log_since
 
 _RESTARTS = 2  # a variant's server is started again at most this often after losing its node
 
@@ -90,12 +90,7 @@ class RemoteServer:
             return False
 
     def log_text(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self.log_offset)
-                return f.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
+        return log_since(self.log_path, self.log_offset)
 
     def stop(self) -> None:
         import ray

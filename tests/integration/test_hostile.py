@@ -161,6 +161,22 @@ def test_sigterm_while_quantizing_removes_the_building_folder(llava, tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["v"]
 
 
+def test_a_signal_while_the_build_folder_is_being_locked_still_removes_it(llava, tmp_path, monkeypatch):
+    """The window the SIGTERM test above can hit on a loaded machine (seen under two test workers): the folder
+    exists, its lock is not taken yet. The signal handler's SystemExit raised there removes the folder too."""
+    from quantgate.quantize import build, quantize
+
+    def signalled(folder):
+        raise SystemExit(128 + signal.SIGTERM)  # what _terminate_cleanly's handler raises
+
+    monkeypatch.setattr(build, "_hold", signalled)
+    out = tmp_path / "variants" / "v"
+    lines: list[str] = []
+    with pytest.raises(SystemExit):
+        quantize(llava, "fp8-dynamic", out, log=lines.append)
+    assert list(out.parent.iterdir()) == [] and any("removed the partial build" in x for x in lines)
+
+
 # --- links out of a folder --------------------------------------------------------------------
 
 def test_requests_jsonl_link_is_not_followed(pageset, tmp_path):

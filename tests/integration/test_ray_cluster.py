@@ -47,6 +47,11 @@ def _agent_ports() -> dict:
 def cluster():
     ray_utils = pytest.importorskip("ray.cluster_utils")
     temp = tempfile.mkdtemp(prefix="qgray", dir="/tmp")  # short: Ray's socket paths live under it
+    # Ray 2.60's Cluster writes the head's address into the *default* temp dir (/tmp/ray), whatever temp_dir
+    # says, without creating it: on a fresh machine that is a FileNotFoundError
+    from ray._common.utils import get_default_ray_temp_dir
+
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
     c = ray_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "temp_dir": temp, **_agent_ports(),
         # a killed node is marked dead within seconds (the default allows it ~30 s)
@@ -72,8 +77,8 @@ def _study(path: Path, out: Path, cluster=None) -> Path:
     return path
 
 
-def _verdicts(rep: dict) -> dict:
-    return {(v["variant"], v["metric"]): (v["verdict"], v["reason"], v["n"], v["delta"]) for v in rep["verdicts"]}
+def _verdicts(rep) -> dict:
+    return {(v.variant, v.metric): (v.verdict, v.reason, v.n, v.delta) for v in rep.summary.verdicts}
 
 
 def _work_nodes(cluster) -> set[str]:
@@ -189,7 +194,25 @@ def test_a_node_killed_under_a_server_mid_study_is_survived_with_the_same_verdic
     assert placed["node"] != node.node_id and placed["node"] in _work_nodes(cluster)
     recs = [json.loads(x) for x in records.read_text().splitlines()]
     assert any(r["error"] for r in recs)  # the requests in flight failed with the node, and were sent again
-    assert rep["complete"]
+    assert rep.summary.complete
+
+
+def test_a_cluster_without_ray_installed_is_refused_with_the_install_command(tmp_path):
+    """Ray is an extra (``quantgate[cluster]``): a study given a live address in an environment without it says
+    what to install instead of a traceback. ``sys.modules["ray"] = None`` makes ``import ray`` fail as a missing
+    package does, whether or not Ray is installed here."""
+    out = tmp_path / "out"
+    study = _study(tmp_path / "study.yaml", out)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        addr = f"127.0.0.1:{listener.getsockname()[1]}"
+        code = ("import sys; sys.modules['ray'] = None; from quantgate.cli import main; "
+                f"sys.argv = ['quantgate', 'study', {str(study)!r}, '--ray', {addr!r}]; raise SystemExit(main())")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"cluster.ray {addr}: Ray is not installed" in r.stderr and "quantgate[cluster]" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
 
 
 def _wait_nodes(ray, address: str, alive: int, timeout: float = 120) -> None:
@@ -210,6 +233,7 @@ def test_an_address_that_does_not_answer_is_refused_within_the_bound(tmp_path):
     r = subprocess.run([sys.executable, "-m", "quantgate", "study", str(study), "--ray", dead], capture_output=True,
                        text=True, timeout=120, cwd=REPO)
     assert r.returncode == 2 and f"cluster.ray {dead}: nothing answers there" in r.stderr, r.stderr[-2000:]
+    pytest.importorskip("ray")
     # a port that accepts the connection but never speaks Ray's protocol: the wait is bounded
     body = yaml.safe_load(study.read_text())
     body["cluster"] = {"ray": "unused", "connect_timeout_s": 5}
