@@ -62,6 +62,7 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
             "levels": run.levels, "speed": run.speed, "max_concurrency_within_slo": run.max_concurrency_within_slo,
             "calibration_pages": len(man.calibration.page_ids),
             "sequential": (sequential or {}).get(name),
+            "preemptions": None if run.preemptions is None else {str(c): n for c, n in sorted(run.preemptions.items())},
         })
     base = study.baseline
     base_levels = {lv.concurrency: lv for lv in runs[base].levels}

@@ -64,6 +64,29 @@ def throughput_lines(r: Summary) -> list[str]:
         out.append(f"{v.name}: throughput {how} from {a.pages_per_s:.3g} pages/s at concurrency {a.concurrency} to "
                    f"{b.pages_per_s:.3g} at {b.concurrency} (×{ratio:.2f}, measured)"
                    + ("" if quantized_speed(v) else f"; {BF16_KERNELS}"))
+    return out + preemption_lines(r)
+
+
+def preemption_lines(r: Summary) -> list[str]:
+    """Issue 30: per variant whose server counts preemptions (vLLM), how many requests it preempted at each level
+    — a level where the KV cache ran out measures recomputation too; nothing when no server counts them."""
+    counted = [v for v in r.variants if v.preemptions is not None]
+    if not counted:
+        return []
+    out = []
+    for v in r.variants:
+        if v.preemptions is None:
+            out.append(f"{v.name}: preemptions not measured (its server publishes no count)")
+            continue
+        hit = {c: n for c, n in v.preemptions.items() if n}
+        levels = ", ".join(sorted(v.preemptions, key=int))
+        if not hit:
+            out.append(f"{v.name}: no request preempted at concurrency {levels} (the server's own counter)")
+        else:
+            what = ", ".join(f"{n} at concurrency {c}" for c, n in sorted(hit.items(), key=lambda x: int(x[0])))
+            out.append(f"{v.name}: the server preempted requests — {what} (vllm:num_preemptions_total over the "
+                       "level): its KV cache was full, so those requests were evicted and recomputed, and the speed "
+                       "there includes that")
     return out
 
 

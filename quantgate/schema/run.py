@@ -228,6 +228,9 @@ class RunManifest(Record):
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None
     sequential: SequentialStop | None = None  # a sequential accuracy pass: where it stopped
+    # issue 30: requests the server preempted while each concurrency level's requests (page runs and speed waves)
+    # were in flight, from its own counter (vLLM: vllm:num_preemptions_total on /metrics); None: it publishes none
+    preemptions: dict[int, int] | None = None
 
     @model_validator(mode="before")
     @classmethod

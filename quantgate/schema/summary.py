@@ -120,6 +120,7 @@ class VariantSummary(Record):
     # issue 30: concurrency (as text) -> the waves' ratio to the baseline's, with its interval
     speedup_interval: dict[str, SpeedupInterval] = Field(default_factory=dict)
     sequential: SequentialDecision | None = None  # a sequential study's candidate: the decision its pass stopped at
+    preemptions: dict[str, int] | None = None  # concurrency (as text) -> requests preempted there (run.json)
 
 
 class WorstPage(Record):

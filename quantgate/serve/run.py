@@ -305,12 +305,25 @@ class _Run:
         """Send ``pending`` at concurrency ``c``, append their records, and rewrite run.json."""
         # each batch its own session id: the level's speed (level_stats) then leaves out the looks between them
         loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in pending]
-        new = asyncio.run(run_level(self.request_spec(), loads, c, self.out / REQUESTS,
+        spec = self.request_spec()
+        before = self.backend.preemptions(spec.base_url)
+        new = asyncio.run(run_level(spec, loads, c, self.out / REQUESTS,
                                     self.session if batch is None else f"{self.session}.{batch}", warmup=warmup,
                                     on_done=cb, chain=self.chain))
+        self._count_preemptions(c, before, spec)
         retried = {(r.page_id, r.concurrency) for r in new}
         self.records = [r for r in self.records if (r.page_id, r.concurrency) not in retried] + new
         self._after_send()
+
+    def _count_preemptions(self, c: int, before: int | None, spec: RequestSpec) -> None:
+        """Add the server's preemptions over one send to level ``c``'s count (the counter is read before and after
+        it, from the same server, so a restart between sends loses nothing)."""
+        after = self.backend.preemptions(spec.base_url) if before is not None else None
+        if after is None:
+            return
+        counts = dict(self.manifest.preemptions or {})
+        counts[c] = counts.get(c, 0) + max(0, after - before)
+        self.manifest.preemptions = counts
 
     def _after_send(self) -> None:
         srv = self._server
@@ -344,8 +357,10 @@ class _Run:
             for i, k in enumerate(todo):
                 wave = [pages[(k * per + j) % len(pages)] for j in range(per)]
                 loads = [(p.id, (lambda p=p: self.image_bytes(p))) for p in wave]
+                before = self.backend.preemptions(spec.base_url)
                 recs += asyncio.run(run_level(spec, loads, c, self.out / SPEED, f"{self.session}.c{c}.w{k}",
                                               warmup=i == 0, on_done=cb, wave=k, chain=chain))
+                self._count_preemptions(c, before, spec)
                 self.manifest.speed = speed_levels(recs, sw)
                 self._after_send()
             if self.h.level_done:
@@ -395,6 +410,7 @@ def _keep_server_facts(manifest: RunManifest, old: RunManifest) -> None:
     manifest.engine = old.engine
     manifest.layout = old.layout
     manifest.numerics = old.numerics
+    manifest.preemptions = old.preemptions  # counts of the records kept; a resumed send adds to them
     manifest.notes += [n for n in old.notes if n not in manifest.notes and not n.startswith(_RETRACTED)]
 
 

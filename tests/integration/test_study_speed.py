@@ -26,8 +26,17 @@ def fake_quantize(monkeypatch):
 
     def quantize(model, recipe, out, **kw):
         result = stub_quantize(model, recipe, out, **kw)
+        if result.reused:
+            return result
+        # the stand-in vLLM needs a config.json; listed in the manifest, so the gate finds the folder as made
+        from quantgate.io.fingerprint import sha256_file
+        from quantgate.schema.variant import VariantManifest
+
         (Path(out) / "config.json").write_text("{}")
-        return result
+        man = json.loads((Path(out) / "quantgate.json").read_text())
+        man["files"]["config.json"] = {"sha256": sha256_file(Path(out) / "config.json"), "bytes": 2}
+        (Path(out) / "quantgate.json").write_text(json.dumps(man))
+        return type(result)(manifest=VariantManifest.model_validate(man), reused=False)
 
     monkeypatch.setattr(qz, "quantize", quantize)
     monkeypatch.setenv("FAKE_VLLM_START_S", "0.1")
@@ -88,6 +97,39 @@ def test_speed_levels_in_waves_with_intervals(tmp_path, fake_quantize):
     assert "Speed levels in repeated waves (ignore_eos" in md
     row = next(x for x in md.splitlines() if x.startswith("| fast | 4 | 3 × 4 |"))
     assert "(90%, 3 vs 3 waves)" in row and row.endswith("| yes |")
+
+
+def test_preemptions_are_counted_per_level_from_the_servers_counter_and_shown(tmp_path, fake_quantize):
+    """Issue 30 item 3: a level whose KV cache runs out (the stand-in's ``FAKE_VLLM_KV_SEQS``: a request arriving
+    while 2 are in flight is preempted) measures recomputation too; the count comes from vLLM's own counter on
+    /metrics, read before and after each send, is kept per level in run.json and summary.json, said in the report
+    and bound by the gate (a summary that hides it is refused)."""
+    from quantgate.study import run_study
+    from quantgate.study.gate import INVALID, gate
+
+    out = tmp_path / "out"
+    small_cache = {"FAKE_VLLM_TOKEN_S": "0.02", "FAKE_VLLM_KV_SEQS": "2"}
+    run_study(_study(tmp_path, variants=[{"name": "bf16", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.02"}},
+                                         {"name": "small-kv", "recipe": "bf16", "server_env": small_cache}]),
+              out, log=lambda s: None)
+    runs = {v: json.loads((out / "runs" / v / "run.json").read_text()) for v in ("bf16", "small-kv")}
+    assert runs["bf16"]["preemptions"] == {"1": 0, "4": 0}
+    small = runs["small-kv"]["preemptions"]
+    # c=1 never has 3 in flight (the warm-up request goes alone); at c=4 each of the 3 waves × 4 requests sent
+    # together has its 3rd and 4th request preempted
+    assert small["1"] == 0 and small["4"] >= 6
+    summary = json.loads((out / "summary.json").read_text())
+    assert {v["name"]: v["preemptions"] for v in summary["variants"]} == {"bf16": {"1": 0, "4": 0},
+                                                                         "small-kv": small}
+    md = (out / "report.md").read_text()
+    assert f"small-kv: the server preempted requests — {small['4']} at concurrency 4" in md
+    assert "bf16: no request preempted at concurrency 1, 4 (the server's own counter)" in md
+    assert gate(out).code != INVALID, gate(out).lines
+    hidden = json.loads((out / "summary.json").read_text())
+    next(v for v in hidden["variants"] if v["name"] == "small-kv")["preemptions"]["4"] = 0
+    (out / "summary.json").write_text(json.dumps(hidden))
+    code, lines = gate(out)
+    assert code == INVALID and "preemptions" in lines[0], lines
 
 
 def test_a_rerun_sends_only_the_waves_left(tmp_path, fake_quantize):

@@ -12,6 +12,8 @@ quantgate records from a vLLM start (engine settings, cold and warm starts); it 
 disables async scheduling), and a speculative server prints a ``SpecDecoding metrics`` line (0.26's format,
 made-up counts) every ``FAKE_VLLM_STATS_S`` seconds (default 2); other vLLM flags are accepted and ignored.
 ``FAKE_VLLM_TOKEN_S``: seconds between streamed tokens (default 0), so requests sent together decode together.
+``FAKE_VLLM_KV_SEQS=N``: a KV cache of N sequences — a request arriving while N are in flight counts one preemption
+on ``/metrics`` (``vllm:num_preemptions_total``, always published, as vLLM does).
 ``FAKE_VLLM_REFUSE=--flag``: a start with that flag fails as an engine that cannot start (for the paths that
 handle a server failure).
 
@@ -174,6 +176,38 @@ def _add_profiler(app, cfg: dict) -> None:
     app.add_route("/stop_profile", stop, methods=["POST"])
 
 
+def _with_metrics(app, model: str, slots: int | None):
+    """``/metrics`` as vLLM publishes it (prometheus_client's text format; ``vllm:num_preemptions`` per engine and
+    model), and a KV cache of ``slots`` sequences (``FAKE_VLLM_KV_SEQS``): each request that arrives while
+    ``slots`` are in flight counts one preemption, as vLLM evicts a running request when its cache is full."""
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+    registry = CollectorRegistry()
+    preempted = Counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                        ["engine", "model_name"], registry=registry).labels(engine="0", model_name=model)
+    state = {"in_flight": 0}
+
+    async def wrapped(scope, receive, send):
+        path = scope.get("path") if scope["type"] == "http" else None
+        if path == "/metrics":
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": generate_latest(registry)})
+            return
+        if path != "/v1/chat/completions":
+            await app(scope, receive, send)
+            return
+        state["in_flight"] += 1
+        if slots is not None and state["in_flight"] > slots:
+            preempted.inc()
+        try:
+            await app(scope, receive, send)
+        finally:
+            state["in_flight"] -= 1
+
+    return wrapped
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--version"]:
@@ -214,6 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(target=_spec_stats, args=(float(os.environ.get("FAKE_VLLM_STATS_S", "2")),),
                          daemon=True).start()
     app = make_app(token_delay=float(os.environ.get("FAKE_VLLM_TOKEN_S", "0")))
+    slots = os.environ.get("FAKE_VLLM_KV_SEQS")
+    app = _with_metrics(app, model, int(slots) if slots else None)
     pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
     if pcfg.get("profiler") == "torch":
         _add_profiler(app, pcfg)

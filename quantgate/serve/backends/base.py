@@ -130,6 +130,12 @@ class Backend(ABC):
         """Facts the server wrote to its log, for ``run.json`` (its version, the kernels it chose, notes)."""
         return LogFacts()
 
+    def preemptions(self, base_url: str) -> int | None:
+        """How many requests the running server has preempted so far (a KV cache too small for the concurrency
+        makes an engine evict a request and recompute it later), or None when it publishes no count; the run
+        records the increase over each level."""
+        return None
+
 
 _REGISTRY: dict[str, type[Backend]] = {}
 _discovered = False

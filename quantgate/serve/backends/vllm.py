@@ -121,6 +121,12 @@ class VllmBackend(Backend):
         # what the kernels compute per format (Marlin NVFP4: weight-only) is written by Backend.numerics
         return LogFacts(kernels=kernels_from_log(text), server_version=f"vllm {version}" if version else None)
 
+    def preemptions(self, base_url: str) -> int | None:
+        from quantgate.serve.prometheus import PREEMPTIONS, scrape_counter
+
+        n = scrape_counter(base_url, PREEMPTIONS)
+        return None if n is None else int(n)
+
 
 _VERSION_RE = re.compile(r"vLLM API server version (\S+)|LLM engine \(v(\d[\w.+-]*)\)", re.I)
 
