@@ -3,23 +3,14 @@
 Round trip, tampering, and bad input, on synthetic finished study folders (tests.support.study_folder)."""
 
 import base64
-import contextlib
-import io
 import json
 import shutil
 
 import pytest
 
-from quantgate.cli import main
 from quantgate.study.attest import ATTESTATION, PREDICATE_TYPE, folder_resources, keygen, root_digest
+from tests.support.cli import run_cli as _cli
 from tests.support.study_folder import finished_study
-
-
-def _cli(*args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

@@ -4,25 +4,16 @@ Whole stub studies (``tests.support.stub_study``) on a page set beside the study
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from quantgate.cli import main
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
+from tests.support.cli import run_cli as _cli
 from tests.support.stub_study import run, study_yaml
-
-
-def _cli(*args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

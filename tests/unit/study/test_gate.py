@@ -5,8 +5,6 @@ study's family, and answers anything it cannot trust with exit 3 and one line. B
 finished study folders (tests.support.study_folder: real verdict, report and gate code, no model):
 seconds. The same checks on a real demo run are in test_study.py."""
 
-import contextlib
-import io
 import json
 import math
 import shutil
@@ -18,19 +16,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quantgate.cli import main
 from quantgate.errors import InputError
 from quantgate.study import gate, load_study
+from tests.support.cli import run_cli as _cli
 from tests.support.paths import REPO
 from tests.support.study_folder import finished_study
-
-
-def _cli(*args):
-    """The CLI in this process: (exit code, stdout, stderr). A traceback would escape as an exception."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 def _qg(*args, cwd=None):

@@ -8,14 +8,12 @@ report files, which the gate does not vouch for but `quantgate report` rebuilds 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 
 import pytest
 
-from quantgate.cli import main
+from tests.support.cli import run_cli as _cli
 from tests.support.study_folder import finished_study
 
 
@@ -24,11 +22,6 @@ def study(tmp_path_factory):
     return finished_study(tmp_path_factory.mktemp("tamper") / "study")
 
 
-def _cli(*args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
 
 
 def _json(path, fn):
