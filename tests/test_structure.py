@@ -283,3 +283,76 @@ def test_provenance_refuses_another_repositorys_commit(tmp_path):
                        text=True, timeout=60, env=_no_pythonpath())
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "None"
+
+
+# --- no code carried in from the oracles (issue 28) ----------------------------------------------------------------
+
+CODE_WINDOW = 8  # consecutive code lines (whitespace folded; blank, comment, import and docstring-quote lines out)
+CODE_SUFFIXES = (".py", ".js", ".css")
+
+
+def _code_lines(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        s = " ".join(line.split())
+        # imports left out too: two files may well import the same things in the same order
+        if len(s) >= 4 and not s.startswith(("#", "import ", "from ")) and s not in ('"""', "'''"):
+            out.append(s)
+    return out
+
+
+def carried_in(files: dict[str, bytes], ref: Path) -> list[str]:
+    """Which of ``files`` (name -> bytes) are byte-identical to a file under ``ref``, or share CODE_WINDOW
+    consecutive code lines with a .py/.js/.css there (a copied function, even re-indented)."""
+    import hashlib
+
+    refs = [p for p in ref.rglob("*") if p.is_file()]
+    digests = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in refs}
+    windows: dict[tuple[str, ...], Path] = {}
+    for p in refs:
+        if p.suffix in CODE_SUFFIXES:
+            lines = _code_lines(p.read_text("utf-8", errors="replace"))
+            for i in range(len(lines) - CODE_WINDOW + 1):
+                windows.setdefault(tuple(lines[i:i + CODE_WINDOW]), p)
+    found = []
+    for name, data in files.items():
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in digests:
+            found.append(f"{name} is {digests[digest].relative_to(ref)}")
+        elif name.endswith(CODE_SUFFIXES):
+            lines = _code_lines(data.decode("utf-8", errors="replace"))
+            same = next((windows[k] for i in range(len(lines) - CODE_WINDOW + 1)
+                         if (k := tuple(lines[i:i + CODE_WINDOW])) in windows), None)
+            if same is not None:
+                found.append(f"{name} repeats {CODE_WINDOW} lines of {same.relative_to(ref)}")
+    return found
+
+
+def _reference() -> Path:
+    from tests.support.paths import SHARED
+
+    ref = SHARED / "reference"
+    if not (ref.is_dir() and any(ref.rglob("*.py"))):
+        pytest.skip(f"no reference oracles at {ref}")
+    return ref
+
+
+def test_no_tracked_file_carries_the_reference_oracles_code():
+    """The upstream olmOCR-bench and OmniDocBench trees under ../shared/reference are oracles the differential tests
+    import from there; their facts and behaviour carry over, their files and code do not."""
+    ref = _reference()
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    files = {n: (REPO / n).read_bytes() for n in filter(None, tracked.decode().split("\0")) if (REPO / n).is_file()}
+    assert not carried_in(files, ref)
+
+
+def test_the_copy_check_finds_a_pasted_function_and_a_copied_file_but_not_shared_imports():
+    ref = _reference()
+    src = max(ref.rglob("*.py"), key=lambda p: len(_code_lines(p.read_text("utf-8", errors="replace"))))
+    lines = [x for x in src.read_text("utf-8").splitlines() if x.strip()]
+    body = [x for x in lines if not x.lstrip().startswith(("import ", "from "))][10:10 + CODE_WINDOW + 4]
+    pasted = "def mine():\n    return 1\n\n" + "\n".join("    " + x for x in body) + "\n"  # re-indented
+    imports = "\n".join(x for x in lines if x.startswith(("import ", "from "))) + "\nx = 1\n"
+    got = carried_in({"a/pasted.py": pasted.encode(), "a/copy.txt": src.read_bytes(), "a/imports.py": imports.encode()},
+                     ref)
+    assert [g.split()[0] for g in got] == ["a/pasted.py", "a/copy.txt"], got
