@@ -237,6 +237,55 @@ def test_batch_invariance_comparison_on_token_lists():
     assert (sp["output_tokens"], sp["output_tokens_per_s"], sp["errors"]) == (64, 32.0, 1)
 
 
+def test_speculative_answer_says_lossless_lossy_or_refused():
+    """Issue 30 item 7's sentence, from the comparisons the script makes."""
+    bi = _load_session("batch_invariance")
+    same = {"pages": 16, "identical": 16}
+    r = {"comparisons": {"plain_c1_vs_speculative_c1": {"pages": 16, "identical": 11},
+                         "batch_invariant_c1_vs_speculative_batch_invariant_c1": same}, "servers": {}}
+    assert bi.speculative_answer(r)["answer"] == ("With batch invariance holding numerics still, speculative decoding "
+                                                  "changed 0 of 16 pages' greedy tokens at concurrency 1: lossless on "
+                                                  "these pages (without batch invariance: 5 of 16).")
+    r["comparisons"]["batch_invariant_c1_vs_speculative_batch_invariant_c1"] = {"pages": 16, "identical": 14}
+    assert "changed 2 of 16 pages' greedy tokens at concurrency 1: lossy" in bi.speculative_answer(r)["answer"]
+    line = "ValueError: Speculative decoding is not supported with batch invariance."
+    refused = {"comparisons": {}, "servers": {"speculative_batch_invariant": {"started": False, "error_line": line}}}
+    assert bi.speculative_answer(refused)["answer"].startswith("vLLM refuses speculative decoding together with "
+                                                               f"batch invariance on this model: {line}")
+    assert bi.error_line(f"INFO fine\n(EngineCore pid=1) ERROR x\n{line}\nTraceback (most recent call last):") == line
+
+
+def test_batch_invariance_with_speculative_servers_against_the_stand_in_vllm(tmp_path, monkeypatch):
+    """The script end to end on the stand-in vLLM (its token ids depend on the request only, so every comparison
+    is identical here): four servers with the right flags and environment, each compared at c=1."""
+    import shlex
+
+    from quantgate.pages.synth import synth_pages
+
+    bi = _load_session("batch_invariance")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
+    synth_pages(tmp_path / "pages", 6, seed=3, profile="simple", calibration_fraction=0.0)
+    monkeypatch.setenv("QUANTGATE_VLLM", f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm")
+    monkeypatch.setenv("FAKE_VLLM_START_S", "0.1")
+    monkeypatch.chdir(REPO)  # the stand-in is imported as tests.support.fake_vllm
+    spec = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+    assert bi.main(["--model", str(model), "--pages", str(tmp_path / "pages"), "-o", str(tmp_path / "out"),
+                    "--n-pages", "4", "--concurrency", "2", "--max-tokens", "8", "--compile-cache", "none",
+                    "--startup-timeout", "120", "--speculative", spec]) == 0
+    r = json.loads((tmp_path / "out" / "batch_invariance.json").read_text())
+    assert set(r["servers"]) == {"plain", "batch_invariant", "speculative", "speculative_batch_invariant"}
+    for name, srv in r["servers"].items():
+        assert srv["started"], (name, srv)
+        assert ("--speculative-config" in srv["command"]) == name.startswith("speculative"), name
+        assert (srv["env"].get("VLLM_BATCH_INVARIANT") == "1") == name.endswith("batch_invariant"), name
+    for key in ("plain_c1_vs_speculative_c1", "batch_invariant_c1_vs_speculative_batch_invariant_c1"):
+        assert (r["comparisons"][key]["pages"], r["comparisons"][key]["identical"]) == (4, 4), key
+    assert r["speculative"]["config"]["method"] == "ngram"
+    assert "changed 0 of 4 pages' greedy tokens" in r["speculative"]["answer"]
+
+
 def test_numerics_verdict_names_the_reference_a_layer_matches():
     num = _load_session("vllm_numerics")
     assert num.verdict(0.002, 0.03) == "weights-only"  # Marlin NVFP4 / BF16 activations

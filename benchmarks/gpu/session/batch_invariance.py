@@ -10,8 +10,15 @@ the share of pages whose tokens at c=8 equal those at c=1 (batch invariance) and
 the first differing position, and the speed of each pass (the mode's cost). Beside them, one start of the
 Qwen3.5 reader with the env set, expected to be refused ("not supported for GDN_ATTN"): its error line.
 
+``--speculative JSON`` (issue 30 item 7, "is the speculative decoding lossy?"): two more servers on the same
+model, ``--speculative-config JSON`` without and with ``VLLM_BATCH_INVARIANT=1``. Greedy tokens at c=1 of the
+speculative server against the plain one mix the method with floating-point order; against each other with batch
+invariance on both, numerics are held still and what differs is the method. ``speculative`` in the JSON: both
+comparisons, or vLLM's refusal line for a combination it does not start, and one sentence of answer.
+
     python benchmarks/gpu/session/batch_invariance.py --model .gpu-carry/q25-bf16 --pages .gpu-carry/q200 \\
-        --reader quantgate/assets/reader -o RESULTS/batchinv
+        --reader quantgate/assets/reader -o RESULTS/batchinv \
+        --speculative '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
 Writes RESULTS/batchinv/batch_invariance.json (rewritten after each step) and one server.log per server.
 """
 
@@ -61,6 +68,39 @@ def refusal_line(log_text: str) -> str | None:
     hits = [m.group(0).strip() for m in REFUSAL.finditer(log_text)]
     errs = [h for h in hits if "Error" in h] or hits
     return errs[0] if errs else None
+
+
+def error_line(log_text: str) -> str | None:
+    """Why a server did not start, in vLLM's words: a batch-invariance refusal, else the log's last error line."""
+    hit = refusal_line(log_text)
+    if hit:
+        return hit
+    errs = [x.strip() for x in log_text.splitlines() if "Error" in x and "Traceback" not in x]
+    return errs[-1] if errs else None
+
+
+def speculative_answer(result: dict) -> dict:
+    """Issue 30 item 7 from a finished result: greedy exact match at c=1 of the speculative servers against their
+    plain twins, with and without batch invariance, and the sentence that answers "is it lossy?"."""
+    cmp, servers = result["comparisons"], result["servers"]
+    mixed = cmp.get("plain_c1_vs_speculative_c1")
+    held = cmp.get("batch_invariant_c1_vs_speculative_batch_invariant_c1")
+    out = {"without_batch_invariance": mixed, "with_batch_invariance": held}
+    refused = servers.get("speculative_batch_invariant", {})
+    if held is not None and held["pages"]:
+        lost = held["pages"] - held["identical"]
+        verdict = "lossless on these pages" if lost == 0 else "lossy"
+        out["answer"] = (f"With batch invariance holding numerics still, speculative decoding changed {lost} of "
+                         f"{held['pages']} pages' greedy tokens at concurrency 1: {verdict}"
+                         + (f" (without batch invariance: {mixed['pages'] - mixed['identical']} of {mixed['pages']})"
+                            if mixed else "") + ".")
+    elif refused and not refused.get("started", True):
+        out["answer"] = ("vLLM refuses speculative decoding together with batch invariance on this model: "
+                         f"{refused.get('error_line') or 'no error line in its log'}; the method cannot be told "
+                         "apart from floating-point order this way.")
+    else:
+        out["answer"] = "not measured: the speculative servers did not serve"
+    return out
 
 
 def pass_speed(results: list[dict], wall_s: float) -> dict:
@@ -117,6 +157,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--startup-timeout", type=float, default=600.0)
     ap.add_argument("--server-arg", action="append", default=[], help="extra vllm serve argument for both servers")
     ap.add_argument("--deadline-file")
+    ap.add_argument("--speculative", help="a --speculative-config JSON: two more servers with it, without and with "
+                    "batch invariance (issue 30 item 7)")
     return ap.parse_args(argv)
 
 
@@ -143,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     base_args = ["--no-enable-prefix-caching", f"--kv-cache-memory-bytes={a.kv_bytes}",
                  f"--max-num-seqs={a.max_num_seqs}", *a.server_arg]
     specs = {"plain": ({}, a.model, base_args), "batch_invariant": ({"VLLM_BATCH_INVARIANT": "1"}, a.model, base_args)}
+    if a.speculative:
+        json.loads(a.speculative)  # a bad JSON stops here, not in four server logs
+        spec_args = [*base_args, "--speculative-config", a.speculative]
+        specs["speculative"] = ({}, a.model, spec_args)
+        specs["speculative_batch_invariant"] = ({"VLLM_BATCH_INVARIANT": "1"}, a.model, spec_args)
     if a.reader:  # eager: the refusal comes at model init, before any compile
         specs["reader_gdn_batch_invariant"] = ({"VLLM_BATCH_INVARIANT": "1"}, a.reader,
                                                ["--enforce-eager", "--gdn-prefill-backend=triton",
@@ -165,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     def failed(name, err):
-        rec = {"started": False, "error_line": refusal_line(servers[name][0].log_text()), "log_tail": err[-1200:]}
+        rec = {"started": False, "error_line": error_line(servers[name][0].log_text()), "log_tail": err[-1200:]}
         if name == "reader_gdn_batch_invariant":
             rec["refused_as_expected"] = rec["error_line"] is not None
         result["servers"][name] = rec
@@ -179,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     save()
 
     tokens: dict[str, dict[str, dict[str, list[int]]]] = {}
-    for name in ("plain", "batch_invariant"):
+    for name in [n for n in servers if n != "reader_gdn_batch_invariant"]:
         server, _ = servers[name]
         if not result["servers"].get(name, {}).get("started"):
             continue
@@ -208,9 +255,12 @@ def main(argv: list[str] | None = None) -> int:
             cmp["c1_vs_c1_again"] = compare_tokens(t["c1"], t["c1_again"])
         result["comparisons"][name] = cmp
         save()
-    if "plain" in tokens and "batch_invariant" in tokens and "c1" in tokens["plain"] and "c1" in tokens["batch_invariant"]:
-        result["comparisons"]["plain_c1_vs_batch_invariant_c1"] = compare_tokens(tokens["plain"]["c1"],
-                                                                                 tokens["batch_invariant"]["c1"])
+    for x, y in (("plain", "batch_invariant"), ("plain", "speculative"),
+                 ("batch_invariant", "speculative_batch_invariant")):
+        if "c1" in tokens.get(x, {}) and "c1" in tokens.get(y, {}):
+            result["comparisons"][f"{x}_c1_vs_{y}_c1"] = compare_tokens(tokens[x]["c1"], tokens[y]["c1"])
+    if a.speculative:
+        result["speculative"] = {"config": json.loads(a.speculative), **speculative_answer(result)}
     cost = {}
     for label in ("c1", f"c{a.concurrency}"):
         sp = [result["servers"].get(n, {}).get("passes", {}).get(label, {}).get("speed", {}).get("output_tokens_per_s")
@@ -220,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     result["speed_cost"] = cost
     save()
     print(json.dumps({"comparisons": result["comparisons"], "speed_cost": cost,
+                      "speculative": result.get("speculative", {}).get("answer"),
                       "reader": result["servers"].get("reader_gdn_batch_invariant", {}).get("error_line")}, indent=1,
                      default=str)[:3000])
     return 0

@@ -34,9 +34,15 @@ step() {
 }
 left() { $PY $S/steps.py left "$DEADLINE"; }
 
-# batch_invariance OUT: issue 22's batch-invariance check on this job's GPU (gpu0.sh, or gpu1.sh with QG_BI_GPU=1)
+# batch_invariance OUT: issue 22's batch-invariance check on this job's GPU (gpu0.sh, or gpu1.sh with QG_BI_GPU=1),
+# and issue 30 item 7's speculative servers with and without it (QG_BI_SPECULATIVE: the --speculative-config JSON,
+# by default the serving-options study's n-gram config; QG_BI_SPECULATIVE=none leaves them out)
+BI_NGRAM='{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":2}'
 batch_invariance() {
+  local spec=()
+  [ "${QG_BI_SPECULATIVE:-}" = none ] || spec=(--speculative "${QG_BI_SPECULATIVE:-$BI_NGRAM}")
   step batch-invariance "${QG_BI_CAP_S:-420}" 150 --requires .gpu-carry/q25-bf16 -- \
     $PY $S/batch_invariance.py --model .gpu-carry/q25-bf16 --pages .gpu-carry/q200 --reader quantgate/assets/reader \
-    --n-pages 16 --concurrency 8 --max-tokens 64 --compile-cache "$W/vllm-cache" --deadline-file "$DEADLINE" -o "$1"
+    --n-pages 16 --concurrency 8 --max-tokens 64 --compile-cache "$W/vllm-cache" --deadline-file "$DEADLINE" \
+    "${spec[@]}" -o "$1"
 }
