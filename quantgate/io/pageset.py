@@ -64,14 +64,21 @@ class PageSet:
         except UnicodeDecodeError as e:
             raise InputError(f"{path}: truth is not UTF-8 (byte {e.start}); re-save it as UTF-8") from None
 
+    def truth_record_path(self, page: PageRecord) -> Path:
+        """Where a page's OmniDocBench truth record lies (whether or not it has one): beside its truth file."""
+        rel = (page.truth or page.id).rsplit(".", 1)[0] + OMNIDOC_SUFFIX
+        return safe_join(self.root, rel, what=f"{self.root / PAGES_FILE}: page {page.id}'s OmniDocBench truth")
+
     def omnidoc_truth_text(self, page: PageRecord) -> str | None:
         """The page's OmniDocBench truth: its record beside the truth file (:data:`OMNIDOC_SUFFIX`), else the
         truth markdown itself (split into blocks by the metric); None without truth."""
         if page.truth is None:
             return None
-        rel = page.truth.rsplit(".", 1)[0] + OMNIDOC_SUFFIX
-        record = safe_join(self.root, rel, what=f"{self.root / PAGES_FILE}: page {page.id}'s OmniDocBench truth")
+        record = self.truth_record_path(page)
         if record.is_file():
+            if page.truth_record_sha256 is None:  # a record pages.jsonl does not bind would be scored unchecked
+                raise InputError(f"{record}: page {page.id}'s OmniDocBench truth record is not in {self.root / PAGES_FILE} "
+                                 "(no truth_record_sha256); import the page set again with `quantgate pages import`")
             try:
                 return record.read_bytes().decode("utf-8")
             except UnicodeDecodeError as e:
@@ -88,6 +95,8 @@ def verify_page_files(ps: PageSet) -> None:
         files = [(ps.image_path(p), p.sha256, "image")]
         if p.truth is not None and p.truth_sha256 is not None:
             files.append((safe_join(ps.root, p.truth, what=f"page {p.id} truth"), p.truth_sha256, "truth"))
+        if p.truth is not None and p.truth_record_sha256 is not None:
+            files.append((ps.truth_record_path(p), p.truth_record_sha256, "OmniDocBench truth record"))
         for path, sha, what in files:
             if not path.is_file():
                 problems.append(f"{path} (page {p.id}'s {what}) is missing")

@@ -40,6 +40,16 @@ def check_pageset(ps: PageSet, near_bits: int = NEAR_DUPLICATE_BITS) -> list[str
                     problems.append(f"page {p.id}: truth {p.truth} is not UTF-8")
                 if p.truth_sha256 and sha256_file(t) != p.truth_sha256:
                     problems.append(f"page {p.id}: truth {p.truth} changed since import (sha256 differs)")
+            record = ps.truth_record_path(p)
+            if p.truth_record_sha256 is not None:
+                if not record.is_file():
+                    problems.append(f"page {p.id}: OmniDocBench truth record {record.name} is missing")
+                elif sha256_file(record) != p.truth_record_sha256:
+                    problems.append(f"page {p.id}: OmniDocBench truth record {record.name} changed since import "
+                                    "(sha256 differs)")
+            elif record.is_file():
+                problems.append(f"page {p.id}: OmniDocBench truth record {record.name} is not in pages.jsonl "
+                                "(import the set again)")
     cal = [p for p in ps.pages if p.split == "calibration"]
     held = [p for p in ps.pages if p.split == "heldout"]
     problems += straddling_documents(ps.pages)

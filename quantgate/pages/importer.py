@@ -294,22 +294,23 @@ class _PageWriter:
         data = buf.getvalue()
         rel = f"images/{pid}.png"
         (self.root / rel).write_bytes(data)
-        truth_rel, truth_sha = self._truth(pid)
+        truth_rel, truth_sha, record_sha = self._truth(pid)
         self.records.append(PageRecord(
             id=pid, document=document, image=rel, sha256=sha256_bytes(data), phash=str(imagehash.phash(img)),
             width=img.width, height=img.height,
             source=PageSource(file=str(src), page=page_no),
-            truth=truth_rel, truth_sha256=truth_sha, checks=self.checks.get(pid, []),
+            truth=truth_rel, truth_sha256=truth_sha, truth_record_sha256=record_sha, checks=self.checks.get(pid, []),
             split=split_of(document, self.opts.seed, self.opts.calibration_fraction),
             tags=list(self.opts.tags) + self._attribute_tags.pop(pid, []),
         ))
         if self.progress:
             self.progress(pid)
 
-    def _truth(self, pid: str) -> tuple[str | None, str | None]:
-        """The page's truth copied into the set: (its path there, its sha256), or (None, None)."""
+    def _truth(self, pid: str) -> tuple[str | None, str | None, str | None]:
+        """The page's truth copied into the set: (its path there, its sha256, its OmniDocBench record's sha256 or
+        None), or (None, None, None)."""
         if pid not in self.truth_files:
-            return None, None
+            return None, None, None
         tf = self.truth_files[pid]
         raw = tf.read_bytes()
         try:
@@ -319,15 +320,15 @@ class _PageWriter:
         (self.root / "truth").mkdir(exist_ok=True)
         rel = f"truth/{pid}{tf.suffix}"
         (self.root / rel).write_bytes(raw)
-        self._omnidoc_record(tf, pid)
-        return rel, sha256_bytes(raw)
+        return rel, sha256_bytes(raw), self._omnidoc_record(tf, pid)
 
-    def _omnidoc_record(self, tf: Path, pid: str) -> None:
+    def _omnidoc_record(self, tf: Path, pid: str) -> str | None:
         """The page's OmniDocBench truth record beside its truth file (``cli pages import --truth X.json`` stages
-        them so), copied with it; the blocks it had to skip are listed in the set's notes."""
+        them so), copied with it: its sha256 (pages.jsonl binds it as it binds the truth), or None without one; the
+        blocks it had to skip are listed in the set's notes."""
         record = tf.with_name(f"{pid}{OMNIDOC_SUFFIX}")
         if not record.is_file():
-            return
+            return None
         _inside(record, tf.parent, self.opts, self.notes)
         raw = record.read_bytes()
         try:
@@ -338,6 +339,7 @@ class _PageWriter:
         self.notes += [f"{page.source}: page {pid!r}: {s.category} block (anno_id {s.anno_id}) skipped: {s.reason}"
                        for s in page.skipped]
         self._attribute_tags[pid] = attribute_tags(page.attributes)
+        return sha256_bytes(raw)
 
 
 def attribute_tags(attributes: dict) -> list[str]:

@@ -19,9 +19,10 @@ class PageSource(Record):
 
 class PageRecord(Record):
     """One line of ``pages.jsonl``. Paths are relative to the page-set folder. Schema 2 adds ``document``;
-    a schema-1 line reads as a page that is its own document (what its split was made from)."""
+    a schema-1 line reads as a page that is its own document (what its split was made from). Schema 3 adds
+    ``truth_record_sha256``."""
 
-    schema_version: Literal[1, 2] = 2
+    schema_version: Literal[1, 2, 3] = 3
     id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
     # the document (PDF, or group of images) the page belongs to: the unit of the split and of the verdict's
     # resampling, since pages of one document are not independent
@@ -34,6 +35,9 @@ class PageRecord(Record):
     source: PageSource
     truth: str | None = None
     truth_sha256: str | None = None
+    # 3: the sha256 of the page's OmniDocBench truth record beside its truth (``<stem>.omnidoc.json``, what the
+    # block-matched metrics read), checked with the image and the truth; None: the page has no record
+    truth_record_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
     split: Split
     tags: list[str] = Field(default_factory=list)

@@ -38,8 +38,9 @@ def _files(ps: PageSet) -> dict[str, str | None]:
         if p.truth is not None:
             files[p.truth] = p.truth_sha256
             omni = p.truth.rsplit(".", 1)[0] + OMNIDOC_SUFFIX
-            if safe_join(ps.root, omni, what=f"page {p.id}'s OmniDocBench truth").is_file():
-                files[omni] = None
+            if p.truth_record_sha256 is not None or \
+                    safe_join(ps.root, omni, what=f"page {p.id}'s OmniDocBench truth").is_file():
+                files[omni] = p.truth_record_sha256  # None (unbound): compared by bytes, then refused when scored
     return files
 
 
@@ -95,10 +96,10 @@ def _repair(src: PageSet, dest: Path, files: dict[str, str | None], log: Callabl
 
 def _changes(dest: Path, src: PageSet) -> str:
     try:
-        before = {p.id: (p.sha256, p.truth_sha256) for p in load_pageset(dest).pages}
+        before = {p.id: (p.sha256, p.truth_sha256, p.truth_record_sha256) for p in load_pageset(dest).pages}
     except InputError:
         return "the copy is unreadable"
-    after = {p.id: (p.sha256, p.truth_sha256) for p in src.pages}
+    after = {p.id: (p.sha256, p.truth_sha256, p.truth_record_sha256) for p in src.pages}
     added, removed = len(after.keys() - before), len(before.keys() - after)
     changed = sum(1 for k in after.keys() & before if after[k] != before[k])
     return f"pages.jsonl differs: {added} page(s) added, {removed} removed, {changed} with another image or truth"

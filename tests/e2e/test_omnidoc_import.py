@@ -51,6 +51,38 @@ def test_import_writes_markdown_and_block_truth_per_page(demo_set):
         assert f"data_source:{record['attributes']['data_source']}" in p["tags"]
 
 
+def test_the_block_truth_record_is_bound_like_the_truth(demo_set, tmp_path):
+    """Issue 32 on OmniDocBench pages: the block-matched metrics read each page's ``.omnidoc.json``, so pages.jsonl
+    carries its sha256 (schema 3); an edited record is caught by `pages check` and by the check every study start
+    runs, and a record pages.jsonl does not bind is refused when scored instead of being read unchecked."""
+    import hashlib
+    import shutil
+
+    from quantgate.errors import InputError
+    from quantgate.io.pageset import load_pageset, verify_page_files
+
+    pages = [json.loads(line) for line in (demo_set / "pages.jsonl").read_text().splitlines()]
+    for p in pages:
+        record = demo_set / p["truth"].replace(".md", ".omnidoc.json")
+        assert p["schema_version"] == 3 and p["truth_record_sha256"] == hashlib.sha256(record.read_bytes()).hexdigest()
+    ps = tmp_path / "ps"
+    shutil.copytree(demo_set, ps)
+    victim = ps / pages[0]["truth"].replace(".md", ".omnidoc.json")
+    forged = json.loads(victim.read_text(encoding="utf-8"))
+    forged["blocks"] = forged["blocks"][:1]  # a truth with blocks removed scores a prediction differently
+    victim.write_text(json.dumps(forged), encoding="utf-8")
+    r = _qg("pages", "check", str(ps))
+    assert r.returncode != 0 and f"OmniDocBench truth record {victim.name} changed since import" in r.stdout + r.stderr
+    with pytest.raises(InputError, match=rf"{victim.name} \(page {pages[0]['id']}'s OmniDocBench truth record\) "
+                                         "changed since"):
+        verify_page_files(load_pageset(ps))
+    # the record's hash dropped from pages.jsonl: scoring refuses to read it unchecked
+    lines = [dict(p, truth_record_sha256=None) if p["id"] == pages[0]["id"] else p for p in pages]
+    (ps / "pages.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(InputError, match="is not in .*pages.jsonl .*no truth_record_sha256"):
+        load_pageset(ps).omnidoc_truth_text(load_pageset(ps).pages[0])
+
+
 def test_demo_predictions_score_to_upstreams_published_values(demo_set, tmp_path):
     r = _qg("score", "--pages", str(demo_set), "--predictions", str(ref.DEMO_PREDICTIONS), "-o",
             str(tmp_path / "s.jsonl"), "--metrics", "omnidoc", "--json")
