@@ -49,8 +49,14 @@ def cmd_init(a: argparse.Namespace) -> int:
     check_variants(mf, variants)  # before importing anything
     print(f"model: {mf.architecture}, {mf.params / 1e6:,.1f} M parameters, {mf.weights_bytes / 1e6:,.1f} MB; "
           f"presets that apply: {', '.join(sorted(mf.presets))}; vision encoder + projector: {mf.vision_bf16} modules")
-    pf = prepare_pages(a.pages, a.output.resolve().parent, a.model, truth=a.truth, checks=a.checks,
-                       import_to=a.pages_out, calibration_fraction=a.calibration_fraction, split_seed=a.split_seed)
+    made = _missing_folders(a.output.resolve().parent)
+    try:
+        pf = prepare_pages(a.pages, a.output.resolve().parent, a.model, truth=a.truth, checks=a.checks,
+                           import_to=a.pages_out, calibration_fraction=a.calibration_fraction,
+                           split_seed=a.split_seed)
+    except BaseException:
+        _remove_if_empty(made)  # a refused init leaves no empty -o folder behind
+        raise
     if pf.imported:
         print(f"imported: {pf.imported}")
     print(f"pages: {pf.n} ({pf.heldout} held out, {pf.heldout_truth} with truth, {pf.heldout_checks} checks; "
@@ -63,6 +69,25 @@ def cmd_init(a: argparse.Namespace) -> int:
     except BaseException:
         if pf.imported:  # no YAML: the pages imported for it go too
             shutil.rmtree(pf.path, ignore_errors=True)
+        _remove_if_empty(made)
         raise
     print(f"wrote {a.output}; next: quantgate study {a.output}")
     return 0
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders above the YAML that do not exist yet, deepest first: init creates them and removes them again,
+    if still empty, when it is refused."""
+    out = []
+    while not folder.exists():
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    for f in folders:  # deepest first; one the user filled meanwhile stays
+        try:
+            f.rmdir()
+        except OSError:
+            return

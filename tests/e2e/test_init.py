@@ -104,8 +104,8 @@ def test_init_refuses_unusable_inputs(reader_pages, tmp_path, case):
         msg = "no held-out page has truth or checks"
     else:
         extra, msg = ["--variants", "no-such-preset"], "no such preset"
-    yml = tmp_path / "s.yaml"
+    yml = tmp_path / "new" / "study" / "s.yaml"  # folders init would create for its YAML and pages
     r = _qg("init", "--model", str(model), "--pages", str(pages), "-o", str(yml), *extra, timeout=600)
     assert r.returncode == 2, r.stdout + r.stderr
     assert msg in r.stderr and "Traceback" not in r.stderr and r.stderr.count("\n") <= 2
-    assert not yml.exists()
+    assert not (tmp_path / "new").exists()  # neither the YAML nor an empty folder for it is left behind

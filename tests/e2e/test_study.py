@@ -403,6 +403,9 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
                         for lv in v["levels"]}
         v["speed"], v["speedup_interval"] = [], {}  # added with speed waves (issue 30): a study without them has none
         v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
+        # added with preemption counts (issue 30): run.json's, keyed by concurrency as text; None where not counted
+        pre = runs[v["name"]].get("preemptions")
+        v["preemptions"] = None if pre is None else {str(k): n for k, n in pre.items()}
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
         "schema_version": 3, "kind": "quantgate.report", "created": None,

@@ -248,11 +248,11 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(target=_spec_stats, args=(float(os.environ.get("FAKE_VLLM_STATS_S", "2")),),
                          daemon=True).start()
     app = make_app(token_delay=float(os.environ.get("FAKE_VLLM_TOKEN_S", "0")))
+    pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
+    if pcfg.get("profiler") == "torch":  # routes go on the app itself, before /metrics wraps it
+        _add_profiler(app, pcfg)
     slots = os.environ.get("FAKE_VLLM_KV_SEQS")
     app = _with_metrics(app, model, int(slots) if slots else None)
-    pcfg = json.loads(_opt(args, "--profiler-config") or "{}")
-    if pcfg.get("profiler") == "torch":
-        _add_profiler(app, pcfg)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
