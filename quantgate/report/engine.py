@@ -33,7 +33,9 @@ def _cell(e: EngineSettings, field: str) -> str:
         return ", ".join(f"{k}={x}" for k, x in sorted(v.items()) if k not in CACHE_ENV) or "–"
     if field == "start_s":
         detail = ", ".join(p for p in (START_WORDS.get(e.compile_start or ""),
-                                       e.compile_s is not None and f"compile {e.compile_s:.0f} s") if p)
+                                       e.compile_s is not None and f"compile {e.compile_s:.0f} s",
+                                       e.profile_wait_s is not None and e.profile_wait_s >= LONG_PROFILE_WAIT_S
+                                       and f"{e.profile_wait_s:.0f} s after profiling") if p)
         head = f"{v:.0f} s" if v is not None else ""
         return (f"{head} ({detail})" if head and detail else head or detail) or "–"
     if isinstance(v, bool):
@@ -83,6 +85,26 @@ def engine_differences(r: Summary) -> list[str]:
         return []
     return ["The variants ran under different engine settings, so their speed ratios compare settings as well as "
             "formats: " + ", ".join(diffs)]
+
+
+# A wait this long after vLLM's profiling run is not the format's (the committed starts with FlashInfer's sampling
+# module built spent 1-10 s there; the four starts that built it, 122 s: docs/gpu.md, item 6)
+LONG_PROFILE_WAIT_S = 30.0
+
+
+def start_waits(r: Summary) -> list[str]:
+    """One note per variant whose vLLM start waited long between its profiling run and its KV cache, so a reader
+    does not take that start time for a cost of the format."""
+    return [f"{v.name}: vLLM waited {v.engine.profile_wait_s:.0f} s between its profiling run and its KV cache "
+            "(on a fresh machine the first sampler call builds FlashInfer's sampling module there, once per "
+            "machine: docs/gpu.md); that part of its start is the machine's, not the format's"
+            for v in r.variants if v.engine is not None and v.engine.profile_wait_s is not None
+            and v.engine.profile_wait_s >= LONG_PROFILE_WAIT_S]
+
+
+def engine_notes(r: Summary) -> list[str]:
+    """The notes under the engine table: settings that differ between variants, then long start waits."""
+    return engine_differences(r) + start_waits(r)
 
 
 def _value(x) -> str:

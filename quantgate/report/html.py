@@ -8,7 +8,7 @@ import difflib
 import io
 from pathlib import Path
 
-from quantgate.report.engine import engine_differences, engine_table, kernels_text
+from quantgate.report.engine import engine_notes, engine_table, kernels_text
 from quantgate.report.numerics import numerics_rows
 from quantgate.report.speed import pareto_variants, report_notes, slo_text, speedup_text, throughput_lines
 from quantgate.report.worst import FOLD_CHARS, FULL_PX, diffable, no_worst_lines, page_image
@@ -168,7 +168,7 @@ def render_html(r: Summary, sections: list | tuple = (), root: Path | None = Non
     engine_cols, engine_rows = engine_table(r)
     budget, budget_text = budget_rows(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
-                                                     engine_rows=engine_rows, engine_notes=engine_differences(r),
+                                                     engine_rows=engine_rows, engine_notes=engine_notes(r),
                                                      numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
                                                      warn=below_minimum(r), sections=sections,
                                                      sequential=sequential_rows(r), budget=budget,

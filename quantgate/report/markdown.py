@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantgate.report.budget import budget_rows, sequential_rows
-from quantgate.report.engine import engine_differences, engine_table
+from quantgate.report.engine import engine_notes, engine_table
 from quantgate.report.numerics import numerics_rows
 from quantgate.report.speed import BF16_KERNELS, quantized_speed, report_notes, slo_text, speedup_text, throughput_lines
 from quantgate.schema.summary import Summary
@@ -186,7 +186,7 @@ def _engine_lines(r: Summary) -> list[str]:
     out = ["", "Engine settings (from each run's server log and start):", "", "| " + " | ".join(cols) + " |",
            "|" + "---|" * len(cols)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    out += [f"\n**Note:** {n}" for n in engine_differences(r)]
+    out += [f"\n**Note:** {n}" for n in engine_notes(r)]
     return out
 
 

@@ -123,6 +123,10 @@ class EngineSettings(Record):
     compile_s: float | None = None  # "torch.compile took … s in total"
     init_engine_s: float | None = None  # "init engine (profile, create kv cache, warmup model) took … s"
     graph_capture_s: float | None = None
+    # vLLM: seconds from the end of its profiling forward pass ("Initial profiling/warmup run took") to its KV-cache
+    # line, from the log's timestamps (1 s resolution). On a fresh machine the first sampler call JIT-builds
+    # FlashInfer's sampling module there (vLLM 0.26 / flashinfer 0.6.14 source; docs/gpu-plan-issue30.md, item 6)
+    profile_wait_s: float | None = None
     start_s: float | None = None  # wall seconds from launch to healthy, measured by quantgate
 
 

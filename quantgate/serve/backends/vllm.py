@@ -161,6 +161,10 @@ _IN_LOG = {  # elsewhere in the log; the last occurrence wins
     "init_engine_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
     "graph_capture_s": re.compile(r"Graph capturing finished in ([\d.]+) secs"),
 }
+# vLLM's log prefix "(EngineCore pid=9) INFO 12-02 01:44:24 [monitor.py:81] …": month-day and time, no year
+_STAMP = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
+_PROFILED = re.compile(r"^.*Initial profiling/warmup run took.*$", re.M)
+_KV_LINE = re.compile(r"^.*(?:Initial free memory|GPU KV cache size).*$", re.M)
 _COLD = re.compile(r"Compiling a graph for compile range|Compiling model again due to a load failure")
 _WARM = re.compile(r"Directly load AOT compilation from path|Directly load the compiled graph\(s\) for compile range")
 _UNCACHED = re.compile(r"vLLM's torch\.compile cache is disabled\.")
@@ -185,6 +189,30 @@ def compile_start_from_log(text: str, compilation: str | None) -> str | None:
     if _WARM.search(text):
         return "warm"
     return None
+
+
+def _seconds(line: str) -> float | None:
+    from datetime import datetime, timezone
+
+    m = _STAMP.search(line)
+    if not m:
+        return None
+    mo, d, h, mi, se = (int(x) for x in m.groups())
+    try:  # the log has no year: a leap year, so that 02-29 reads; a difference within one start is the same
+        return datetime(2000, mo, d, h, mi, se, tzinfo=timezone.utc).timestamp()  # no DST jumps
+    except ValueError:
+        return None
+
+
+def profile_wait_from_log(text: str) -> float | None:
+    """Seconds between the last profiling/warm-up line and the KV-cache line after it; None when the log has no
+    such pair (an eager start logs no warm-up line) or the stamps run backwards (a year's turn)."""
+    last = next(reversed(list(_PROFILED.finditer(text))), None)
+    kv = _KV_LINE.search(text, last.end()) if last else None
+    if not last or not kv:
+        return None
+    a, b = _seconds(last.group(0)), _seconds(kv.group(0))
+    return float(b - a) if a is not None and b is not None and b >= a else None
 
 
 def engine_from_log(text: str) -> EngineSettings:
@@ -215,6 +243,7 @@ def engine_from_log(text: str) -> EngineSettings:
         if k in out:
             out[k] = float(out[k])
     out["compile_start"] = compile_start_from_log(text, out.get("compilation"))
+    out["profile_wait_s"] = profile_wait_from_log(text)
     return EngineSettings(**out)
 
 

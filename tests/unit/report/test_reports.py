@@ -78,6 +78,9 @@ def test_committed_manifests_validate_against_their_models(tmp_path):
             assert dumped["schema_version"] == 2
             assert dumped["kernels"] == {s: {k: None} for s, k in obj["kernels"].items()}
             obj = {**obj, "schema_version": 2, "kernels": dumped["kernels"]}
+        if isinstance(obj.get("engine"), dict):  # engine settings gained fields since: unstated in older files
+            assert all(dumped["engine"][k] is None for k in set(dumped["engine"]) - set(obj["engine"]))
+            dumped["engine"] = {k: dumped["engine"][k] for k in obj["engine"]}
         assert {k: dumped[k] for k in obj} == obj  # older files lack fields added since, with their defaults
 
 
@@ -270,6 +273,22 @@ def test_engine_settings_print_beside_the_speed_and_differences_are_named(study_
     assert "VLLM_BATCH_INVARIANT (bf16: unset; fp8: unset; bad: 1)" in note
     assert "VLLM_CACHE_ROOT" not in note and "compile_start" not in note and "start_s" not in note
     assert "FULL_AND_PIECEWISE → PIECEWISE" in md and "different engine settings" in page
+
+
+def test_a_long_wait_after_vllms_profiling_run_is_said_as_the_machines_not_the_formats(study_dir):
+    """Issue 30 item 6: a start that waited 122 s between vLLM's profiling run and its KV cache (the four starts of
+    2026-11-30b that built FlashInfer's sampling module) gets the wait in its start cell and a note; 8 s (a start
+    with the module built) gets neither."""
+    out, dirs = study_dir
+    for name in dirs:
+        _engine(out, name, profile_wait_s=122.0 if name == "fp8" else 8.0)
+    write_reports(_build(out, dirs), out)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "150 s (cold cache, compile 100 s, 122 s after profiling) |" in md
+    assert md.count("after profiling") == 1 and "different engine settings" not in md  # not a setting
+    note = next(line for line in md.splitlines() if "between its profiling run" in line)
+    assert note.startswith("**Note:** fp8: vLLM waited 122 s") and "FlashInfer's sampling module" in note
+    assert "fp8: vLLM waited 122 s" in page and "bf16: vLLM waited" not in md
 
 
 def test_runs_without_engine_settings_print_no_engine_table(study_dir):

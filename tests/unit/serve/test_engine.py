@@ -56,6 +56,32 @@ def test_real_mode0_and_eager_logs_from_the_h200():
     assert fp8.init_engine_s == 3.38 and fp8.kv_cache_dtype == "auto"
 
 
+def test_the_wait_after_the_profiling_run_from_committed_logs():
+    """Issue 30 item 6: seconds between vLLM's "Initial profiling/warmup run took" line and its KV-cache line, read
+    by hand from the committed logs: the four servers of 2026-11-30b's one-GPU parallel study (the machine's first,
+    which built FlashInfer's sampling module) 122-123 s; the sequential study after it 8 s for its first start and
+    1 s for the rest; 2026-12-02 after a prebuild 8 / 1 / 1 s; an eager start logs no warm-up line: None."""
+    from quantgate.serve.backends.vllm import profile_wait_from_log
+    from tests.unit.serve.test_kernels import _log
+
+    tar = "gpu-2026-11-30b/parallel_studies.tar.gz:gpu1/studies/"
+    waits = {s: [profile_wait_from_log(_log(f"{tar}{s}/runs/{v}/server.log"))
+                 for v in ("bf16", "fp8-dynamic", "mixed", "nvfp4")] for s in ("a_parallel_1gpu", "b_sequential_1gpu")}
+    assert waits == {"a_parallel_1gpu": [122.0, 122.0, 122.0, 123.0], "b_sequential_1gpu": [8.0, 1.0, 1.0, 1.0]}
+    runs = REPO / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30" / "study" / "runs"
+    assert [engine_from_log((runs / v / "server.log").read_text()).profile_wait_s
+            for v in ("bf16", "fp8-all", "w4a16-all")] == [8.0, 1.0, 1.0]
+    assert engine_from_log((GPU_RESULTS / "reader-vllm-bf16" / "server.log").read_text()).profile_wait_s is None
+    # the KV-cache line that counts is the one after the last warm-up line; stamps that run backwards say nothing
+    line = "(EngineCore pid=9) INFO {} [x.py:1] {}"
+    text = "\n".join([line.format("12-31 23:59:50", "Initial profiling/warmup run took 3.1 s"),
+                      line.format("01-01 00:00:05", "GPU KV cache size: 1,000 tokens")])
+    assert profile_wait_from_log(text) is None
+    text = "\n".join([line.format("11-30 23:59:50", "Initial profiling/warmup run took 3.1 s"),
+                      line.format("12-01 00:00:05", "Initial free memory 120 GiB")])
+    assert profile_wait_from_log(text) == 15.0
+
+
 def test_options_downgrades_and_cache_states_from_excerpts():
     init = ("(EngineCore pid=9) INFO 11-30 09:00:01 [core.py:116] Initializing a V1 LLM engine (v0.26.0) with config: "
             "model='/m', speculative_config=SpeculativeConfig(method='ngram', model=None, num_spec_tokens=3), "

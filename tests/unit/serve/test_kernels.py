@@ -57,6 +57,11 @@ COMMITTED = {
         {"NVFP4": {"EmulationNvFp4LinearKernel": 1}},
     "gpu-2026-11-30b/parallel_studies.tar.gz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
         {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
+    # the 2026-12-02 H200 study (issue 30): W4A16 on Hopper logs both Machete and Marlin
+    "../gpu/results/2026-12-02-issue30/study/runs/bf16/server.log": {},
+    "../gpu/results/2026-12-02-issue30/study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
+    "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log":
+        {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}},
 }
 
 
@@ -80,9 +85,9 @@ def test_other_using_lines_of_a_real_log_are_not_kernels():
     assert set(kernels_from_log(text)) == {FP8[0], FP4[0]}
 
 
-# W4A16 on Hopper (2026-12-01, FACTS.md): vLLM logged both Machete and Marlin for CompressedTensorsWNA16, and only
-# Marlin with VLLM_DISABLED_KERNELS=MacheteLinearKernel. Those logs were not committed, so these lines are written
-# here from vLLM 0.26.0's format string (compressed_tensors_wNa16.py:137, `logger.info("Using %s for
+# W4A16 on Hopper (2026-12-01, FACTS.md): vLLM logged both Machete and Marlin for CompressedTensorsWNA16 (the
+# committed 2026-12-02 log above too), and only Marlin with VLLM_DISABLED_KERNELS=MacheteLinearKernel. No
+# Machete-disabled log is committed, so these lines are written here from vLLM 0.26.0's format string (compressed_tensors_wNa16.py:137, `logger.info("Using %s for
 # CompressedTensorsWNA16", ...)`, once per kernel class) with the prefix of a committed EngineCore line.
 _WNA16 = "(EngineCore pid=4211) INFO 12-01 10:41:{s:02d} [compressed_tensors_wNa16.py:137] Using {k} for " \
          "CompressedTensorsWNA16\n"
@@ -95,6 +100,13 @@ def test_machete_and_marlin_both_recorded_and_a_machete_disabled_run_differs():
     assert both == {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}}
     assert marlin == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}
     assert both != marlin  # schema 1 kept the last line per scheme: Marlin in both
+
+
+def test_the_committed_w4a16_study_recorded_what_its_log_says():
+    """The product's own run.json from the 2026-12-02 H200 study holds both kernels, as parsed from its log."""
+    run = RESULTS / "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/run.json"
+    assert json.loads(run.read_text())["kernels"] == \
+        COMMITTED["../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log"]
 
 
 def test_two_processes_count_twice():

@@ -368,3 +368,49 @@ def test_an_undecided_verdict_is_tightened_with_more_pages_when_the_split_has_th
     tf = Tuner(study, sens, budget_bytes=BUDGET, out=tmp / "b", run_study=UndecidedStudy(), max_trials=1,
                log=lambda s: None).run()
     assert tf.trials[0].action.kind == "promote" and "≈40 pages would decide it" in tf.trials[0].action.text
+
+
+# --- the console (issue 28 item 5) ----------------------------------------------------------------------
+
+_NOISY_TUNE = """
+import sys, warnings
+from quantgate.cli import main
+from quantgate.tune import loop
+from tests.unit.tune.test_tune import FakeStudy
+
+class NoisyStudy(FakeStudy):
+    # what the libraries a trial's study loads do: a tqdm-style bar on stderr, a warning, a print
+    def __call__(self, study_file, out, log):
+        sys.stderr.write("Loading weights:  50%|#####     | 1/2 [00:01<00:01,  1.00it/s]\\n")
+        warnings.warn("a library warning")
+        print("a library print")
+        return super().__call__(study_file, out, log)
+
+init = loop.Tuner.__init__
+def patched(self, *a, **k):
+    init(self, *a, **k)
+    self.run_study = NoisyStudy()
+loop.Tuner.__init__ = patched
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_tune_verb_keeps_library_output_in_its_log_unless_verbose(setup, verbose):
+    """`quantgate tune` is as quiet as `study`: third-party bars, warnings and prints go to OUT/tune.log and the
+    terminal has quantgate's own lines (the trials and the outcome); -v shows everything instead."""
+    tmp, study, sens = setup
+    r = subprocess.run([sys.executable, "-c", _NOISY_TUNE, "tune", str(study), "--sensitivity", str(sens),
+                        "--budget", str(BUDGET), "-o", str(tmp / "out")] + (["-v"] if verbose else []),
+                       capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    term = r.stdout + r.stderr
+    assert "[tune] trial 1" in term and "[tune] trial 2" in term and "recipe:" in r.stdout  # its own lines
+    log = (tmp / "out" / "tune.log").read_text()
+    noise = ("it/s]", "a library warning", "a library print")
+    if verbose:
+        assert all(n in term for n in noise)
+    else:
+        assert not any(n in term for n in noise), term[-2000:]
+        assert all(n in log for n in noise)  # kept, not lost
