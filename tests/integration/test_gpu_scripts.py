@@ -286,6 +286,41 @@ def test_batch_invariance_with_speculative_servers_against_the_stand_in_vllm(tmp
     assert "changed 0 of 4 pages' greedy tokens" in r["speculative"]["answer"]
 
 
+def test_flashinfer_wait_tells_a_build_waited_on_a_lock_from_a_built_module(tmp_path, monkeypatch):
+    """Issue 30 item 6's script end to end on the stand-in vLLM, whose profiling run builds a stand-in FlashInfer
+    module under a file lock as vLLM 0.26 + flashinfer 0.6.14 do: A (one server, the machine's workspace) and B
+    (three at once, an empty workspace) wait the build — B's servers leave together —, C (B's workspace, built)
+    does not."""
+    import shlex
+
+    fw = _load_session("flashinfer_wait")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl"}))
+    monkeypatch.setenv("QUANTGATE_VLLM", f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm")
+    monkeypatch.setenv("FAKE_VLLM_START_S", "0.1")
+    monkeypatch.setenv("FAKE_VLLM_FLASHINFER_BUILD_S", "4")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the machine's default workspace
+    monkeypatch.delenv("FLASHINFER_WORKSPACE_BASE", raising=False)
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "out"
+    assert fw.main(["--model", str(model), "-o", str(out), "--servers", "3", "--compile-cache", "none",
+                    "--startup-timeout", "120", "--phases", "A,B,C"]) == 0
+    r = json.loads((out / "flashinfer_wait.json").read_text())
+    a, b, c = (r["phases"][p] for p in "ABC")
+    assert a["workspace"] == "machine default" and "FLASHINFER_WORKSPACE_BASE" not in a["env"]
+    assert (tmp_path / "home" / ".cache" / "flashinfer" / "fake" / "sampling.so").is_file()
+    assert b["workspace"] == c["workspace"] == str((out / "flashinfer-B").resolve())
+    assert [p["summary"]["started"] for p in (a, b, c)] == [1, 3, 3]
+    assert a["summary"]["profile_wait_s"][0] >= 3  # the build, seen from one server
+    assert b["summary"]["profile_wait_s"][1] >= 3 and b["summary"]["kv_lines_spread_s"] <= 2  # one lock, left together
+    assert c["summary"]["profile_wait_s"][1] <= 1  # built: no wait
+    for srv in b["servers"].values():  # the product's run record reads the same span as the script
+        assert srv["engine_profile_wait_s"] == srv["profile_wait_s"] and srv["encoder_to_kv_s"] >= srv["profile_wait_s"]
+    with pytest.raises(SystemExit):
+        fw.parse_args(["--model", "m", "-o", "o", "--compile-cache", "none", "--phases", "C,B"])
+
+
 def test_numerics_verdict_names_the_reference_a_layer_matches():
     num = _load_session("vllm_numerics")
     assert num.verdict(0.002, 0.03) == "weights-only"  # Marlin NVFP4 / BF16 activations

@@ -151,6 +151,32 @@ def synthetic_trace(steps: int) -> dict:
     return {"traceEvents": ev}
 
 
+def _profile_run(build_s: float) -> None:
+    """vLLM 0.26's memory-profiling run as its log shows it, with now's stamps: the encoder-cache line, the
+    profiling forward's warm-up line, then the first sampler call — which builds FlashInfer's sampling module under
+    a file lock in $FLASHINFER_WORKSPACE_BASE (default $HOME) unless it is there already, taking ``build_s``; a
+    process that finds the lock held waits for it, then loads the built module — then the KV-cache lines."""
+    import fcntl
+
+    def line(text: str) -> None:
+        print(f"(EngineCore pid={os.getpid()}) INFO {time.strftime('%m-%d %H:%M:%S')} {text}", flush=True)
+
+    line("[gpu_model_runner.py:6396] Encoder cache will be initialized with a budget of 8192 tokens, and profiled "
+         "with 1 image items of the maximum feature size.")
+    line("[monitor.py:81] Initial profiling/warmup run took 0.20 s")
+    d = Path(os.environ.get("FLASHINFER_WORKSPACE_BASE") or os.environ["HOME"]) / ".cache" / "flashinfer" / "fake"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "sampling.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (d / "sampling.so").is_file():
+            time.sleep(build_s)
+            (d / "sampling.so").write_bytes(b"built")
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    line("[gpu_worker.py:479] Initial free memory 130.00 GiB, reserved 2.0 GiB memory for KV Cache as specified by "
+         "kv_cache_memory_bytes config and skipped memory profiling.")
+    line("[kv_cache_utils.py:2177] GPU KV cache size: 1,000,000 tokens")
+
+
 def _add_profiler(app, cfg: dict) -> None:
     import gzip
 
@@ -230,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
               flush=True)
         raise SystemExit(1)
     print("\n".join(lines), flush=True)
+    if os.environ.get("FAKE_VLLM_FLASHINFER_BUILD_S"):
+        _profile_run(float(os.environ["FAKE_VLLM_FLASHINFER_BUILD_S"]))
     if cache is not None:  # stored like vLLM: a later start with the same key loads it
         cache.mkdir(parents=True, exist_ok=True)
         (cache / "vllm_compile_cache.py").write_text("{}\n")
