@@ -184,18 +184,21 @@ def quick_match(truth: list[str], pred: list[str]) -> list[Pair]:
 
     pairs: list[Pair] = [(tuple(sorted(set(g))), span) for span, g in groups.items() if g]
     used_pred = {j for span in groups for j in span}
-    left_truth = [i for i in range(len(truth)) if i not in placed]
-    left_pred = [j for j in range(len(pred)) if j not in used_pred]
+    # Upstream walks the leftover indices as Python sets (match_quick.convert_final_matches), so where blocks tie
+    # in the assignment below it takes the one CPython's set order puts first (e.g. {4, 5, 7, 8} iterates 8
+    # first); the same set operations give the same order here. Blocks then listed in index order are sorted.
+    left_truth = list(set(range(len(truth))) - placed)
+    left_pred = list(set(range(len(pred))) - used_pred)
     if left_pred and left_truth:
         dist = np.array([[_lev(truth[i], pred[j]) for j in left_pred] for i in left_truth])
         rows, cols = linear_sum_assignment(dist)
         pairs += [((left_truth[r],), (left_pred[c],)) for r, c in zip(rows, cols, strict=True)]
         assigned = {left_truth[r] for r in rows}
-        pairs += [((i,), ()) for i in left_truth if i not in assigned]
+        pairs += [((i,), ()) for i in sorted(left_truth) if i not in assigned]
     elif left_pred:
-        pairs.append(((), tuple(left_pred)))
-    else:
-        pairs += [((i,), ()) for i in left_truth] * 2
+        pairs.append(((), tuple(sorted(left_pred))))
+    else:  # each twice: once in set order, once in index order (merge_duplicates_add_unmatched)
+        pairs += [((i,), ()) for i in left_truth] + [((i,), ()) for i in sorted(left_truth)]
     return pairs
 
 

@@ -5,7 +5,7 @@ stay inside what quantgate means to reproduce; the documented differences (docs/
 unclosed tables, LaTeX tables, pipes inside prose) are not generated."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quantgate.score.omnidoc.extract import split_blocks
@@ -174,6 +174,10 @@ def _upstream_pairs(truth, pred):
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
 @given(truth_and_prediction())
+# found by this test (2026-12-02): four leftover predictions tie for one leftover truth block; upstream walks them
+# as the set {4, 5, 7, 8}, which CPython iterates 8 first, and takes 8
+@example((["alpha alpha", "alpha alpha alpha alpha", "alpha alpha", "alpha alpha", "alpha alpha"],
+          ["alpha alpha", "alpha", "alpha", "alpha alpha", "alpha", "alpha", "alpha alpha", "alpha", "alpha"]))
 def test_quick_match_pairs_match_upstream(case):
     truth, pred = case
     assert quick_match([text_key(t) for t in truth], [text_key(p) for p in pred]) == _upstream_pairs(truth, pred)
