@@ -319,6 +319,8 @@ def test_flashinfer_wait_tells_a_build_waited_on_a_lock_from_a_built_module(tmp_
         assert srv["engine_profile_wait_s"] == srv["profile_wait_s"] and srv["encoder_to_kv_s"] >= srv["profile_wait_s"]
     with pytest.raises(SystemExit):
         fw.parse_args(["--model", "m", "-o", "o", "--compile-cache", "none", "--phases", "C,B"])
+    with pytest.raises(SystemExit, match="exists from an earlier run"):  # B's workspace would not be empty
+        fw.main(["--model", str(model), "-o", str(out), "--compile-cache", "none", "--phases", "B"])
 
 
 def test_numerics_verdict_names_the_reference_a_layer_matches():

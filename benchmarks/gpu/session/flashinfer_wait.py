@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
     deadline = read_deadline(a.deadline_file)
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "0")
+    used = [a.out / f"flashinfer-{p}" for p in a.phase_list if PHASES[p][1] == "fresh" and (a.out / f"flashinfer-{p}").exists()]
+    if used:  # a fresh workspace must be empty to show a build: a rerun into the same -o would find it built
+        raise SystemExit(f"{used[0]}: exists from an earlier run; pass another -o")
     a.out.mkdir(parents=True, exist_ok=True)
     out_path = a.out / "flashinfer_wait.json"
     result: dict = {"model": str(a.model), "servers_per_phase": a.servers, "phases": {}}
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             ws = None  # FlashInfer's default: $HOME/.cache/flashinfer
         elif where == "fresh":
             ws = str((a.out / f"flashinfer-{phase}").resolve())
-            Path(ws).mkdir(parents=True, exist_ok=False)  # empty by construction: a rerun goes to another -o
+            Path(ws).mkdir(parents=True)  # empty: checked above
         else:
             ws = workspaces[where]
         workspaces[phase] = ws
