@@ -94,6 +94,9 @@ EDITS = {
     "summary pages_per_s": (_variant("bad", lambda v: v["levels"][0].update(pages_per_s=1000.0)), "pages_per_s"),
     "summary weights_bytes": (_variant("bad", lambda v: v.update(weights_bytes=1)), "weights_bytes"),
     "summary kernels": (_variant("bad", lambda v: v.update(kernels={"fp8": {"CutlassFP8": 7}})), "kernels"),
+    # issue 30: the preemption counts and the engine's start wait, copied from run.json
+    "summary preemptions": (_variant("bad", lambda v: v.update(preemptions={"1": 0})), "preemptions"),
+    "summary engine start wait": (_variant("bad", lambda v: v.update(engine={"profile_wait_s": 1.0})), "engine"),
     "summary formats": (_variant("bad", lambda v: v.update(formats={"nvfp4": 1})), "formats"),
     "summary recipe": (_variant("bad", lambda v: v.update(recipe="bf16")), "recipe"),
     "summary worst page dropped": (_summary(lambda s: s["worst_pages"]["bad"].pop(0)), "worst_pages"),
