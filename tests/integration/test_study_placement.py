@@ -22,13 +22,15 @@ FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
 def fake_quantize(monkeypatch):
     import quantgate.quantize as qz
     from quantgate.io.fileio import sha256_file
+    from quantgate.schema.variant import FileInfo
     from tests.support.stub_study import fake_quantize as stand_in
 
     def quantize(model, recipe, out, **kw):
         result = stand_in(model, recipe, out, **kw)
         if not result.reused:  # what the stand-in vLLM is started on, listed in the manifest like every file
             (Path(out) / "config.json").write_text("{}")
-            files = {**result.manifest.files, "config.json": {"sha256": sha256_file(Path(out) / "config.json"), "bytes": 2}}
+            files = {**result.manifest.files,
+                     "config.json": FileInfo(sha256=sha256_file(Path(out) / "config.json"), bytes=2)}
             result = result.model_copy(update={"manifest": result.manifest.model_copy(update={"files": files})})
             (Path(out) / "quantgate.json").write_text(result.manifest.model_dump_json())
         return result
