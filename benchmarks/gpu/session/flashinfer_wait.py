@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,6 @@ from steps import read_deadline  # noqa: E402
 
 ENCODER = "Encoder cache will be initialized"
 KV = ("Initial free memory", "GPU KV cache size")
-STAMP = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
 PHASES = {  # phase -> (servers: 1 or --servers, workspace: machine / fresh / B's, extra environment)
     "A": ("one", "machine", {}),
     "B": ("many", "fresh", {}),
@@ -45,27 +43,17 @@ PHASES = {  # phase -> (servers: 1 or --servers, workspace: machine / fresh / B'
 }
 
 
-def _stamp(line: str) -> float | None:
-    from datetime import datetime, timezone
-
-    m = STAMP.search(line)
-    if not m:
-        return None
-    mo, d, h, mi, s = (int(x) for x in m.groups())
-    return datetime(2000, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp()
-
-
 def log_marks(text: str) -> dict:
     """The last start's encoder-cache and KV-cache lines in one server log, as seconds of its clock; the span
     between them (the whole memory-profiling run, eager or compiled) and vLLM's profiling-run-to-KV span."""
-    from quantgate.serve.backends.vllm import profile_wait_from_log
+    from quantgate.serve.backends.vllm import log_seconds, profile_wait_from_log
 
     enc = kv = None
     for line in text.splitlines():
         if ENCODER in line:
-            enc, kv = _stamp(line), None
+            enc, kv = log_seconds(line), None
         elif kv is None and any(k in line for k in KV):
-            kv = _stamp(line)
+            kv = log_seconds(line)
     return {"encoder_line": enc, "kv_line": kv, "encoder_to_kv_s": kv - enc if enc is not None and kv is not None
             else None, "profile_wait_s": profile_wait_from_log(text)}
 

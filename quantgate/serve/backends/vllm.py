@@ -191,7 +191,8 @@ def compile_start_from_log(text: str, compilation: str | None) -> str | None:
     return None
 
 
-def _seconds(line: str) -> float | None:
+def log_seconds(line: str) -> float | None:
+    """A vLLM log line's stamp as seconds (a leap year's, UTC: only differences within one start mean anything)."""
     from datetime import datetime, timezone
 
     m = _STAMP.search(line)
@@ -211,7 +212,7 @@ def profile_wait_from_log(text: str) -> float | None:
     kv = _KV_LINE.search(text, last.end()) if last else None
     if not last or not kv:
         return None
-    a, b = _seconds(last.group(0)), _seconds(kv.group(0))
+    a, b = log_seconds(last.group(0)), log_seconds(kv.group(0))
     return float(b - a) if a is not None and b is not None and b >= a else None
 
 
