@@ -34,8 +34,7 @@ def _cell(e: EngineSettings, field: str) -> str:
     if field == "start_s":
         detail = ", ".join(p for p in (START_WORDS.get(e.compile_start or ""),
                                        e.compile_s is not None and f"compile {e.compile_s:.0f} s",
-                                       e.profile_wait_s is not None and e.profile_wait_s >= LONG_PROFILE_WAIT_S
-                                       and f"{e.profile_wait_s:.0f} s after profiling") if p)
+                                       _long_wait(e) is not None and f"{_long_wait(e):.0f} s after profiling") if p)
         head = f"{v:.0f} s" if v is not None else ""
         return (f"{head} ({detail})" if head and detail else head or detail) or "–"
     if isinstance(v, bool):
@@ -95,11 +94,15 @@ LONG_PROFILE_WAIT_S = 30.0
 def start_waits(r: Summary) -> list[str]:
     """One note per variant whose vLLM start waited long between its profiling run and its KV cache, so a reader
     does not take that start time for a cost of the format."""
-    return [f"{v.name}: vLLM waited {v.engine.profile_wait_s:.0f} s between its profiling run and its KV cache "
+    return [f"{v.name}: vLLM waited {w:.0f} s between its profiling run and its KV cache "
             "(on a fresh machine the first sampler call builds FlashInfer's sampling module there, once per "
             "machine: docs/gpu.md); that part of its start is the machine's, not the format's"
-            for v in r.variants if v.engine is not None and v.engine.profile_wait_s is not None
-            and v.engine.profile_wait_s >= LONG_PROFILE_WAIT_S]
+            for v in r.variants if v.engine is not None and (w := _long_wait(v.engine)) is not None]
+
+
+def _long_wait(e: EngineSettings) -> float | None:
+    w = e.profile_wait_s
+    return w if w is not None and w >= LONG_PROFILE_WAIT_S else None
 
 
 def engine_notes(r: Summary) -> list[str]:
