@@ -6,7 +6,7 @@ what bounds every profiled variant (item 5, ``quantgate.speed.explain``).
         # the committed 2026-11-30 profile.json files (GPU time per kernel name: a weight_bytes table)
     python benchmarks/speed_table_check.py --step-profiles DIR --table-from bf16,fp8-all,w4a16-all,nvfp4-all -o OUT
         # `speed_profile` output (DIR/<variant>/c<C>.profile.json: a launch_order table), after a GPU session
-    ... --step-profiles STUDY/speed --study STUDY
+    ... --step-profiles STUDY/speed --study STUDY [--check mixed,fp8-dynamic,nvfp4]
         # and each predicted speed-up against the study's served one (its repeated waves, with their interval)
 
 The committed mode's table comes from the bf16 and fp8-all profiles (the only two whose GEMM time splits by format:
@@ -76,13 +76,16 @@ def served(study: Path) -> dict[tuple[str, int], dict]:
             if iv.get("ratio") is not None}
 
 
-def from_step_profiles(root: Path, built_from: list[str], study: Path | None = None) -> dict:
+def from_step_profiles(root: Path, built_from: list[str], study: Path | None = None,
+                       check: list[str] | None = None) -> dict:
+    """``check``: the recipes predicted (default: every profiled variant the table is not built from; a variant
+    that only changes the kernels of a table recipe, like w4a16-all with Marlin everywhere, is not a recipe)."""
     profiles = [load_step_profile(p) for p in sorted(root.glob("*/c*.profile.json"))]
     table = build_cost_table([p for p in profiles if p.variant in built_from])
     base = {p.concurrency: p for p in profiles if p.variant == "bf16"}
     checks = []
     for p in profiles:
-        if p.variant in built_from:
+        if p.variant in built_from or (check is not None and p.variant not in check):
             continue
         pred = predict_plan(table, p.plan, levels=[p.concurrency])[0]
         b = base.get(p.concurrency)
@@ -102,10 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-profiles", type=Path, help="speed_profile output: DIR/<variant>/c<C>.profile.json")
     ap.add_argument("--table-from", default="bf16,fp8-all", help="the variants the table is built from")
     ap.add_argument("--study", type=Path, help="a study folder: its measured speed-ups (repeated waves) per level")
+    ap.add_argument("--check", help="the recipes predicted, comma-separated (default: every other profiled variant)")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "speed_table_check.json")
     a = ap.parse_args(argv)
     built = [v for v in a.table_from.split(",") if v]
-    r = from_step_profiles(a.step_profiles, built, a.study) if a.step_profiles else committed()
+    check = [v for v in a.check.split(",") if v] if a.check else None
+    r = from_step_profiles(a.step_profiles, built, a.study, check) if a.step_profiles else committed()
     errs = [abs(c["error"]) for c in r["checks"] if c.get("error") is not None]
     se = [abs(c["served_error"]) for c in r["checks"] if c.get("served_error") is not None]
     recipes = {c["variant"] for c in r["checks"] if c.get("served_error") is not None}

@@ -234,6 +234,20 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
         finally:
             if lock is not None:
                 os.close(lock)
+            _release_gpu_cache()
+
+
+def _release_gpu_cache() -> None:
+    """Hand the build's cached GPU memory back to the driver: a study quantizes in its own process while the
+    servers of the variants already built start beside it (``servers: all_at_once``), and vLLM refuses to start
+    below its memory share while torch's caching allocator still holds a 4B build's blocks."""
+    import gc
+    import sys
+
+    torch = sys.modules.get("torch")  # a build that never imported torch has nothing cached
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def _settle(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration: Path | None, samples: int | None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from quantgate.schema.summary import Summary
 
 PART = {"pages": "pages (synthesize)", "quantize": "quantize", "server_start": "server start", "accuracy": "accuracy pass",
-        "speed": "speed level", "lmeval": "lm-eval", "score": "scoring", "report": "compare and report",
+        "speed": "speed level", "speed_profile": "decode profile", "lmeval": "lm-eval", "score": "scoring", "report": "compare and report",
         "other": "between stages"}
 SPENDING = {"obrien_fleming": "O'Brien–Fleming", "pocock": "Pocock"}
 

@@ -131,6 +131,23 @@ class SpeedSpec(_S):
     wave_requests: PositiveInt = 3  # at least this many requests per wave (c=1: 3 one after another)
     ignore_eos: bool = False  # fixed output length (max_tokens), as `serve --ignore-eos`; labelled in the report
     interval: Annotated[float, _Num, Field(gt=0, lt=1)] = 0.90  # the speed-up interval's level
+    # levels whose decode step each variant's own server profiles after its waves (vLLM's torch profiler:
+    # ``speed/<variant>/c<C>.profile.json``, then ``speed/cost-table.json`` and the report's Decode step), so the
+    # profile comes from the server the speed was measured on and no second start is paid (quantgate.study.profile)
+    profile: list[ConcurrencyLevel] = Field(default_factory=list)
+    profile_steps: PositiveInt = 32  # decode steps recorded per level
+    profile_delay: NonNegativeInt = 16  # decode steps skipped first
+    profile_max_tokens: PositiveInt = 256  # tokens per profiled request: all c must still decode after the steps
+
+    @model_validator(mode="after")
+    def _profile(self):
+        if len(set(self.profile)) != len(self.profile):
+            raise FieldError(("profile",), f"{self.profile}: each level once")
+        if self.profile and self.profile_max_tokens < self.profile_delay + self.profile_steps + 8:
+            raise FieldError(("profile_max_tokens",), f"{self.profile_max_tokens}: the requests must still be "
+                             f"decoding after the {self.profile_delay} skipped and {self.profile_steps} profiled "
+                             f"steps; give at least {self.profile_delay + self.profile_steps + 8}")
+        return self
 
 
 class Study(_S):
@@ -221,6 +238,15 @@ class Study(_S):
                            "passes a candidate a whole margin worse)")
                 if problem:
                     raise FieldError((field, m), problem)
+        if self.speed is not None and self.speed.profile:
+            levels = set(self.speed.levels or self.concurrency)
+            for i, c in enumerate(self.speed.profile):
+                if c not in levels:
+                    raise FieldError(("speed", "profile", i), f"{c} is not one of the speed levels {sorted(levels)}: a "
+                                     "profile explains a measured level")
+            if self.backend.name != "vllm":
+                raise FieldError(("speed", "profile"), f"decode profiles come from vLLM's torch profiler; the "
+                                 f"backend is {self.backend.name!r} (use backend name vllm, or drop speed.profile)")
         for m, value in self.worst_document_damage.items():
             page = self.worst_page_damage.get(m, METRICS[m].damage)
             if value > page:

@@ -8,7 +8,9 @@ from typing import Literal
 from quantgate.schema.base import Record
 
 # speed_waves: a ``speed:`` study's repeated speed levels (speed.jsonl), apart from its scored page runs
-StageName = Literal["pages", "quantize", "server_start", "pages_run", "speed_waves", "lmeval", "score", "report"]
+# speed_profile: a ``speed.profile`` study's decode profiles, taken on each variant's server after its waves
+StageName = Literal["pages", "quantize", "server_start", "pages_run", "speed_waves", "speed_profile", "lmeval", "score",
+                    "report"]
 
 
 class StageTiming(Record):
@@ -24,7 +26,8 @@ class StageTiming(Record):
     wall_s: float
 
 
-BudgetPart = Literal["pages", "quantize", "server_start", "accuracy", "speed", "lmeval", "score", "report", "other"]
+BudgetPart = Literal["pages", "quantize", "server_start", "accuracy", "speed", "speed_profile", "lmeval", "score", "report",
+                     "other"]
 
 
 class BudgetRow(Record):

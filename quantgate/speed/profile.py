@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -110,6 +111,31 @@ async def _profiled_level(base_url: str, model: str, images: list[str], c: int, 
             r.raise_for_status()
 
 
+def profile_levels(base_url: str, model: str, api_key: str | None, manifest: VariantManifest,
+                   levels: Sequence[int], out: Path, trace_dir: Path, images: list[str], *, max_tokens: int,
+                   request_timeout_s: float = 600.0, trace_timeout_s: float = 300.0,
+                   log: Callable[[str], None] = print) -> dict[int, StepProfile]:
+    """On a running vLLM server started with ``--profiler-config`` :func:`profiler_config` (``trace_dir``): each
+    of ``levels`` profiled in turn into ``out/c<level>.profile.json`` (a StepProfile whose ``source`` is its trace,
+    relative to ``out``). ``speed_profile`` and a study's ``speed.profile`` both come here."""
+    from quantgate.speed.trace import load_trace, step_profile
+
+    out.mkdir(parents=True, exist_ok=True)
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[int, StepProfile] = {}
+    for c in levels:
+        before = set(trace_dir.glob("*"))
+        asyncio.run(_profiled_level(base_url, model, images, c, max_tokens, api_key, request_timeout_s))
+        trace = _newest_trace(trace_dir, before, trace_timeout_s)
+        prof = step_profile(load_trace(trace), manifest.plan.modules, variant=manifest.name, concurrency=c,
+                            source=str(Path(os.path.relpath(trace, out))))
+        atomic_write_json(out / f"c{c}.profile.json", prof.model_dump(mode="json"))
+        log(f"[speed-profile] {manifest.name}: c={c}, {prof.gpu_ms_per_step:.3f} GPU ms per decode step, "
+            f"{prof.kernels_per_step:.0f} kernels")
+        results[c] = prof
+    return results
+
+
 def speed_profile(variant_dir: Path, levels: Sequence[int], out: Path, vllm_cmd: str | None = None, *,
                   pages: Path, steps: int = 32, delay: int = 16, max_tokens: int = 512,
                   server_args: Sequence[str] = (), compile_cache: str | None = None, startup_timeout_s: float = 1200.0,
@@ -121,7 +147,6 @@ def speed_profile(variant_dir: Path, levels: Sequence[int], out: Path, vllm_cmd:
     from quantgate.serve.backends.vllm import VllmBackend
     from quantgate.serve.client import data_url
     from quantgate.serve.server import started
-    from quantgate.speed.trace import load_trace, step_profile
 
     variant_dir, out = Path(variant_dir), Path(out)
     manifest = check_args(variant_dir, levels, steps=steps, delay=delay, max_tokens=max_tokens, server_args=server_args)
@@ -142,15 +167,10 @@ def speed_profile(variant_dir: Path, levels: Sequence[int], out: Path, vllm_cmd:
         images = [data_url(ps.image_bytes(p)) for p in chosen]
         trace_dir.mkdir(parents=True, exist_ok=True)
         with started(backend, variant_dir, out / "server.log", log=log) as ep:
-            for c in todo:
-                before = set(trace_dir.glob("*"))
-                log(f"[speed-profile] {manifest.name}: c={c}, {steps} decode steps after {delay}")
-                asyncio.run(_profiled_level(ep.base_url, ep.model, images, c, max_tokens, ep.api_key, request_timeout_s))
-                trace = _newest_trace(trace_dir, before, trace_timeout_s)
-                prof = step_profile(load_trace(trace), manifest.plan.modules, variant=manifest.name, concurrency=c,
-                                    source=str(trace.relative_to(out)))
-                atomic_write_json(out / f"c{c}.profile.json", prof.model_dump(mode="json"))
-                results[c] = prof
+            log(f"[speed-profile] {manifest.name}: levels {todo}, {steps} decode steps after {delay} each")
+            results = profile_levels(ep.base_url, ep.model, ep.api_key, manifest, todo, out, trace_dir, images,
+                                     max_tokens=max_tokens, request_timeout_s=request_timeout_s,
+                                     trace_timeout_s=trace_timeout_s, log=log)
     from quantgate.schema.speed import load_step_profile
 
     return [results.get(c) or load_step_profile(out / f"c{c}.profile.json") for c in levels]

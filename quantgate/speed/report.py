@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
 from quantgate.quantize.recipes.model import BITS_PER_WEIGHT
 from quantgate.report.sections import register_section
@@ -37,21 +38,24 @@ class StepRow:
 
 
 def step_rows(out: Path) -> list[StepRow]:
-    """One row per variant and speed level of the study's summary, with its profile's numbers and bound."""
+    """One row per variant and speed level of the study's summary (its waves' levels when it has any, else its page
+    runs'), with its profile's numbers and bound."""
     out = Path(out)
     s = load_summary(out)
     root = out / SPEED_DIR
     gbs = load_copy_bandwidth(root / COPY_BANDWIDTH).gbs if (root / COPY_BANDWIDTH).is_file() else None
     rows = []
     for v in s.variants:
-        for lv in v.levels:
-            f = root / v.name / f"c{lv.concurrency}.profile.json"
+        # a `speed:` study's speed is its waves (their mean pages/s), at every speed level; else the page runs
+        levels = [(sl.concurrency, mean(w.pages_per_s for w in sl.waves)) for sl in v.speed if sl.waves] if v.speed \
+            else [(lv.concurrency, lv.pages_per_s) for lv in v.levels]
+        for c, pages_per_s in levels:
+            f = root / v.name / f"c{c}.profile.json"
             p = load_step_profile(f) if f.is_file() else None
             b: StepBound | None = None
             if p is not None and gbs is not None:
-                b = explain_step(p.gpu_ms_per_step, p.kernels_per_step, decode_weight_bytes(p), gbs,
-                                 concurrency=lv.concurrency)
-            rows.append(StepRow(v.name, lv.concurrency, lv.pages_per_s, p, b))
+                b = explain_step(p.gpu_ms_per_step, p.kernels_per_step, decode_weight_bytes(p), gbs, concurrency=c)
+            rows.append(StepRow(v.name, c, pages_per_s, p, b))
     return rows
 
 
@@ -75,8 +79,9 @@ def markdown_lines(out: Path) -> list[str]:
     rows = step_rows(out)
     if not rows:
         return []
-    return ["", "## Decode step", "", "From `quantgate speed-profile` (one pure-decode step per level, vLLM's torch "
-            "profiler); the weight-read bound is the decode weights read once at the measured copy bandwidth.", "",
+    return ["", "## Decode step", "", "From decode profiles (the study's `speed.profile`, on the server that measured "
+            "the speed, or `quantgate speed-profile`: one pure-decode step per level, vLLM's torch profiler); the "
+            "weight-read bound is the decode weights read once at the measured copy bandwidth.", "",
             "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD),
             *("| " + " | ".join(_cells(r)) + " |" for r in rows)]
 

@@ -205,6 +205,7 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
     from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.study.placement import placement_env, variant_backend
+    from quantgate.study.profile import profiler_args
 
     st, clock = ctx.st, ctx.clock
     at_once = st.servers == "all_at_once"
@@ -225,7 +226,10 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
         layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env),
                               placement=placed.model_copy(deep=True))
         server_class = ctx.cluster.server_class if ctx.cluster else SharedServer
-        return server_class(backend_from_spec(variant_backend(ctx.backend, v), v.server_args), ctx.variant_dir(v.name),
+        vb = variant_backend(ctx.backend, v)
+        # speed.profile: vLLM's profiler armed at start (only /start_profile, after the waves, turns it on)
+        args = [*v.server_args, *profiler_args(st, ctx.out, v, list(getattr(vb, "extra_args", [])))]
+        return server_class(backend_from_spec(vb, args), ctx.variant_dir(v.name),
                             ctx.run_dir(v.name) / "server.log", clock.console.detail, starting, env=env,
                             layout=layout)
 
@@ -300,6 +304,10 @@ def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:
     run = read_record_file(RunManifest, path)
     if _speed_left(ctx, v):
         return True
+    from quantgate.study.profile import levels_left
+
+    if levels_left(ctx.st, ctx.out, v.name):
+        return True
     have = {lv.concurrency: lv for lv in run.levels}
     levels, c0 = ctx.st.levels_of(v.name), ctx.st.compare_level
     if ctx.plan is not None and c0 in have:
@@ -354,6 +362,7 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
                                        level_done=lambda c: stages.close(), server=server,
                                        layout=server.layout, batches=batches, log=clock.console.detail))
     stop_on_failed_level(v.name, ctx.run_dir(v.name), run)
+    _profile(ctx, v, server)
     if prestart_next:
         prestart_next()
     lm_out = ctx.out / "lmeval" / v.name
@@ -363,6 +372,21 @@ def _serve_variant(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_nex
                          variant=v.name) as stage:
             run_variant_lmeval(ctx.lm, vdir, server.backend, lm_out, server=server, on_response=stage.advance,
                                record_root=ctx.out, log=clock.console.detail)
+
+
+def _profile(ctx: _Ctx, v: VariantSpec, server: SharedServer) -> None:
+    """``speed.profile``: the variant's decode step at each listed level, on its own server after its waves
+    (``quantgate.study.profile``), before the server is stopped or the next one starts."""
+    from quantgate.study.profile import levels_left, profile_variant
+
+    todo = levels_left(ctx.st, ctx.out, v.name)
+    if not todo:
+        return
+    endpoint = server.endpoint()  # a resumed study whose waves were all recorded starts the server here
+    label = f"{v.name}: decode profile at concurrency {', '.join(map(str, todo))}"
+    with ctx.clock.stage("speed_profile", label, len(todo), unit="level", variant=v.name) as stage:
+        profile_variant(ctx.st, ctx.out, ctx.ps, v, ctx.variant_dir(v.name), endpoint,
+                        lambda line: (ctx.clock.console.detail(line), stage.advance()))
 
 
 def stop_on_failed_level(variant: str, run_dir: Path, run: RunManifest) -> None:
@@ -406,6 +430,10 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
 
     st, out = ctx.st, ctx.out
     with ctx.clock.stage("report", "compare and report", unit=None):
+        if ctx.st.speed is not None and ctx.st.speed.profile:
+            from quantgate.study.profile import write_cost_table
+
+            write_cost_table(out, ctx.clock.console.detail)
         decisions: dict[str, SequentialDecision] = {}
         pages_file = judged_pages(ctx.pages_dir, out)
         verdicts, lm_verdicts = study_verdicts(st, out, pages_file=pages_file, decisions=decisions)

@@ -198,3 +198,64 @@ def test_speed_waves_are_labelled_and_budgeted_as_speed(tmp_path, fake_quantize)
     # accuracy: the scored pages (4 at c=1; the baseline's noise run 4 more); speed: 3 waves x (3 at c=1, 4 at c=4)
     assert parts == {("accuracy", "bf16"): [4, 4], ("accuracy", "fast"): [4],
                      ("speed", "bf16"): [9, 12], ("speed", "fast"): [9, 12]}
+
+
+def test_speed_profile_is_taken_on_each_variants_own_server_after_its_waves(tmp_path, fake_quantize):
+    """``speed.profile`` (issue 30 items 4-5): each variant's server is started with vLLM's profiler armed, and after
+    its waves profiles its decode step at the listed levels (``speed/<variant>/c<C>.profile.json``); the report's
+    Decode step section shows them beside the speed table; the profiles come after every timed request (the
+    trace's stamp follows the last wave's last byte); a rerun keeps them and starts no server."""
+    from quantgate.schema.speed import load_step_profile
+    from quantgate.study import run_study
+
+    out = tmp_path / "out"
+    speed = {"repeats": 3, "ignore_eos": True, "profile": [1, 4], "profile_steps": 6, "profile_delay": 2,
+             "profile_max_tokens": 24}
+    run_study(_study(tmp_path, speed=speed), out, log=lambda s: None)
+    for name in ("bf16", "fast"):
+        cmd = next(x for x in (out / "runs" / name / "server.log").read_text().splitlines() if x.startswith("$ "))
+        assert "--profiler-config" in cmd and str(out / "speed" / name / "trace") in cmd
+        last_byte = max(r["end"] for r in _lines(out / "runs" / name / "speed.jsonl"))
+        for c in (1, 4):
+            p = load_step_profile(out / "speed" / name / f"c{c}.profile.json")
+            assert (p.variant, p.concurrency, p.decode_steps) == (name, c, 6)
+            trace = out / "speed" / name / p.source
+            assert trace.is_file() and trace.stat().st_mtime > last_byte
+    timings = [t for t in _lines(out / "timings.jsonl") if t["stage"] == "speed_profile"]
+    assert sorted((t["variant"], t["count"]) for t in timings) == [("bf16", 2), ("fast", 2)]
+    md = (out / "report.md").read_text()
+    assert "## Decode step" in md and "the study's `speed.profile`" in md
+    rows = [x for x in md.split("## Decode step")[1].splitlines() if x.startswith("| fast |")]
+    assert len(rows) == 2 and all("not measured" not in r.split("|")[4] for r in rows)  # GPU ms per step measured
+    assert "| decode profile |" in md  # the time budget names the part
+    # a rerun: every wave and profile recorded, nothing to send: no server starts, the profiles are the same files
+    before = {f: f.stat().st_mtime_ns for f in (out / "speed").glob("*/c*.profile.json")}
+    run_study(_study(tmp_path, speed=speed), out, log=lambda s: None)
+    assert {f: f.stat().st_mtime_ns for f in (out / "speed").glob("*/c*.profile.json")} == before
+    assert (out / "runs" / "fast" / "server.log").read_text().count("--profiler-config") == 1
+
+
+@pytest.mark.parametrize("over, msg", [
+    ({"speed": {"profile": [8]}}, r"speed\.profile\.0.*8 is not one of the speed levels \[1, 4\]"),
+    ({"speed": {"profile": [1, 1]}}, "each level once"),
+    ({"speed": {"profile": [1], "profile_max_tokens": 40}}, "profile_max_tokens.*at least 56"),
+    ({"speed": {"profile": [1]}, "backend": {"name": "transformers"}}, "vLLM's torch profiler; the backend is "
+                                                                       "'transformers'"),
+])
+def test_a_speed_profile_that_cannot_be_taken_is_refused_when_the_study_is_read(tmp_path, over, msg):
+    from quantgate.errors import InputError
+    from quantgate.study.spec import load_study
+
+    with pytest.raises(InputError, match=msg):
+        load_study(_study(tmp_path, **over))
+
+
+def test_a_server_flag_that_sets_the_profiler_too_is_refused_before_anything_runs(tmp_path, fake_quantize):
+    from quantgate.errors import InputError
+    from quantgate.study import run_study
+
+    variants = [{"name": "bf16", "recipe": "bf16"},
+                {"name": "fast", "recipe": "bf16", "server_args": ["--profiler-config={}"]}]
+    with pytest.raises(InputError, match="variant fast: --profiler-config in the server flags"):
+        run_study(_study(tmp_path, variants=variants, speed={"profile": [1]}), tmp_path / "out", log=lambda s: None)
+    assert not (tmp_path / "out" / "runs").exists()

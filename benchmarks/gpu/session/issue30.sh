@@ -12,6 +12,13 @@
 #   5. if time remains: `quantgate speed-profile` of QG_PROFILE_VARIANTS (default "bf16 fp8-all") at
 #      QG_PROFILE_LEVELS (default 1; e.g. 1,32) into the study's speed/ (a cost table; the report's Decode step)
 #   6. QG_TABLE_FROM=bf16,fp8-all,...: item 4's check (benchmarks/speed_table_check.py) on the other profiles
+#   QG_STUDY_YAML=studies-4b/speed_4b_all.yaml: another study (default studies-4b/speed_4b.yaml); with a study
+#      that profiles its own servers (speed.profile) set QG_PROFILE=0: step 5 would start every server again
+#   QG_SIDE=1: beside the study's quantize and starts (the GPU is not timed then), item 7's batch-invariance servers
+#      and item 6's flashinfer_wait.py phases A,B,C on the Qwen2.5-VL fixture; each starts only while the study
+#      has sent no timed request, and is cut QG_SIDE_END_S (480) after launch, before the study can have started
+#      its last server and measured anything (quantizing eight 4B variants alone takes longer)
+#   QG_READER_STUDY=1: last, if QG_READER_MIN_S seconds remain, studies-parallel/a_parallel_1gpu.yaml (item 6's ratio)
 #   QG_VARIANTS="bf16 fp8-dynamic nvfp4 mixed": the study's variants instead of the YAML's (presets by name)
 #   QG_EXTRA_VARIANTS="nvfp4-all": presets added to the study (QG_NVFP4=1: nvfp4-all)
 #   bash benchmarks/gpu/session/issue30.sh               (after .gpu/install.sh; .gpu-carry/p4mp and .whl carried)
@@ -59,9 +66,30 @@ copy_bandwidth_gbs as c; json.dump({'hbm_copy_gbs': round(c(), 1)}, open('$O/hbm
   fi
 fi
 
+# the side job (QG_SIDE=1): items 7 and 6 on the small fixture while the study quantizes and starts its servers
+side_ok() {  # the study has sent no timed request yet (its timings hold no page run or speed wave)
+  ! grep -qs '"stage": "pages_run"\|"stage": "speed_waves"' "$STUDY/timings.jsonl"
+}
+side_left() { echo $(( $(cat "$SES/i30.launched") + ${QG_SIDE_END_S:-480} - $(date +%s) )); }
+side_job() {
+  while ! grep -qs '"flashinfer-prebuild"' "$STATUS"; do sleep 2; done   # after the prebuild: its spans are the fix's
+  side_ok && QG_BI_CAP_S=$(side_left) batch_invariance "$O/batchinv"
+  side_ok && step flashinfer-wait "$(side_left)" 150 --requires .gpu-carry/q25-bf16 -- $VPY $S/flashinfer_wait.py \
+    --model .gpu-carry/q25-bf16 --compile-cache "$W/vllm-cache" --server-arg=--enforce-eager --phases A,B,C \
+    -o "$O/flashinfer-wait" --deadline-file "$DEADLINE"
+}
+
 # 3. the study, its YAML with this machine's paths (dry run: CPU-sized)
-Y=$O/speed_4b.yaml
-$PY - "$S/studies-4b/speed_4b.yaml" "$Y" "$W/q4b-bf16" "$PWD/.gpu-carry/p4mp" <<'PY'
+Y=$O/$(basename "${QG_STUDY_YAML:-studies-4b/speed_4b.yaml}")
+if [ -f "$O/hbm.json" ]; then  # the weight-read bound of the report's Decode step (speed.profile studies)
+  mkdir -p "$STUDY/speed"
+  $PY -c "import json; g = json.load(open('$O/hbm.json'))['hbm_copy_gbs']; json.dump({'schema_version': 1, \
+'kind': 'quantgate.copy_bandwidth', 'gbs': g, 'source': 'benchmarks/gpu/speed_sweep.copy_bandwidth_gbs, this GPU, \
+this session (hbm.json)'}, open('$STUDY/speed/copy-bandwidth.json', 'w'))"
+fi
+side_pid=
+if [ "${QG_SIDE:-0}" = 1 ]; then side_job & side_pid=$!; fi
+$PY - "$S/${QG_STUDY_YAML:-studies-4b/speed_4b.yaml}" "$Y" "$W/q4b-bf16" "$PWD/.gpu-carry/p4mp" <<'PY'
 import os, sys
 import yaml
 src, dst, model, pages = sys.argv[1:]
@@ -75,10 +103,13 @@ for r in dict.fromkeys(extra):  # presets by name, each a variant of that name
 if os.environ.get("QG_DRY_RUN") == "1":
     st.update(max_tokens=8, concurrency=[1, 4], calibration_samples=2)
     st["backend"].update(max_model_len=2048, extra_args=["--enforce-eager"])
+    if (st.get("speed") or {}).get("profile"):  # the stand-in's profiles: few steps, the dry run's levels
+        st["speed"].update(profile=[1, 4], profile_steps=6, profile_delay=2, profile_max_tokens=24)
 yaml.safe_dump(st, open(dst, "w"), sort_keys=False)
 PY
 step study-4b "${QG_STUDY_CAP_S:-1200}" 300 --requires "$W/q4b-bf16" -- $QQPY -m quantgate study "$Y" -o "$STUDY"
 wait $fi_pid
+[ -n "$side_pid" ] && wait "$side_pid"
 
 # 4. the start spans, and the study's small files next to them
 collect_study() {
@@ -111,7 +142,18 @@ fi
 # 6. item 4's check: the table from QG_TABLE_FROM's profiles predicts every other profiled variant's step
 if [ -n "${QG_TABLE_FROM:-}" ]; then
   step speed-table-check 60 5 --requires "$STUDY/speed" -- $PY benchmarks/speed_table_check.py \
-    --step-profiles "$STUDY/speed" --table-from "$QG_TABLE_FROM" --study "$STUDY" -o "$O/speed_table_check.json"
+    --step-profiles "$STUDY/speed" --table-from "$QG_TABLE_FROM" --study "$STUDY" ${QG_CHECK:+--check "$QG_CHECK"} \
+    -o "$O/speed_table_check.json"
+fi
+# 7. item 6's ratio: the one-GPU parallel reader study again, now with FlashInfer's module built (641.0 s sequential,
+#    2026-11-30b, another session), only when it can end before the deadline
+if [ "${QG_READER_STUDY:-0}" = 1 ]; then
+  step reader-parallel "${QG_READER_CAP_S:-480}" "${QG_READER_MIN_S:-420}" -- \
+    $QQPY -m quantgate study $S/studies-parallel/a_parallel_1gpu.yaml -o "$W/reader-parallel"
+  mkdir -p "$O/reader-parallel"
+  (cd "$W/reader-parallel" 2>/dev/null && find . -maxdepth 3 \( -name 'study.json' -o -name 'summary.json' \
+     -o -name 'timings.jsonl' -o -name 'report.md' -o -name 'run.json' -o -name 'server.log' \) -size -4M -print0 \
+     | xargs -0 -r cp --parents -t "$O/reader-parallel")
 fi
 collect_study
 echo "i30 done: $(left) s left"
