@@ -8,6 +8,9 @@ what bounds every profiled variant (item 5, ``quantgate.speed.explain``).
         # `speed_profile` output (DIR/<variant>/c<C>.profile.json: a launch_order table), after a GPU session
     ... --step-profiles STUDY/speed --study STUDY [--check mixed,fp8-dynamic,nvfp4]
         # and each predicted speed-up against the study's served one (its repeated waves, with their interval)
+    python benchmarks/speed_table_check.py --session benchmarks/gpu/results/2026-12-03-issue30 \
+        --table-from bf16,fp8-all,nvfp4-all --check mixed,fp8-dynamic,nvfp4 \
+        -o benchmarks/results/speed_table_check_issue30.json     # the committed 2026-12-03 H200 study
 
 The committed mode's table comes from the bf16 and fp8-all profiles (the only two whose GEMM time splits by format:
 the others list their five heaviest GEMM names only) and predicts fp8-dynamic; the plans are the committed
@@ -19,8 +22,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import shutil
 import statistics
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 from quantgate.io.fileio import atomic_write_json
@@ -76,6 +82,37 @@ def served(study: Path) -> dict[tuple[str, int], dict]:
             if iv.get("ratio") is not None}
 
 
+def phases(study: Path, variant: str, c: int) -> dict[str, float] | None:
+    """The served waves' time split at ``c`` (issue 30 item 4: what the decode-step table can and cannot predict):
+    mean seconds per wave until every request of the wave has its first token (prefill, the vision encoder and
+    queueing: ``prefill_s``) and after it (every request decoding: ``decode_s``). A wave whose requests go one after
+    another (c=1) splits each request at its first token instead. From the run's speed records (``speed.jsonl``, or
+    the committed ``speed-timings.jsonl.gz``); None when the study kept none."""
+    d = study / "runs" / variant
+    path = next((f for f in (d / "speed.jsonl", d / "speed-timings.jsonl.gz") if f.is_file()), None)
+    if path is None:
+        return None
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    waves: dict[int, list[dict]] = {}
+    for line in text.splitlines():
+        r = json.loads(line)
+        if r["concurrency"] == c and r.get("error") is None:
+            waves.setdefault(r["wave"], []).append(r)
+    if not waves:
+        return None
+    pre, dec = [], []
+    for rs in waves.values():
+        t0 = min(r["start"] for r in rs)
+        if c > 1:  # sent together: the batch decodes alone once the last request has its first token
+            first = max(r["start"] + r["ttft_s"] for r in rs)
+            pre.append(first - t0)
+            dec.append(max(r["end"] for r in rs) - first)
+        else:
+            pre.append(sum(r["ttft_s"] for r in rs))
+            dec.append(sum(r["latency_s"] - r["ttft_s"] for r in rs))
+    return {"prefill_s": statistics.mean(pre), "decode_s": statistics.mean(dec), "waves": len(waves)}
+
+
 def from_step_profiles(root: Path, built_from: list[str], study: Path | None = None,
                        check: list[str] | None = None) -> dict:
     """``check``: the recipes predicted (default: every profiled variant the table is not built from; a variant
@@ -97,7 +134,24 @@ def from_step_profiles(root: Path, built_from: list[str], study: Path | None = N
         if iv:  # the served speed-up, measured in repeated waves, against the predicted one
             checks[-1].update(served_speedup=iv["ratio"], served_low=iv.get("low"), served_high=iv.get("high"),
                               served_waves=iv["n_variant"], served_error=pred.speedup / iv["ratio"] - 1)
-    return {"attribution": table.attribution, "table_from": built_from, "checks": checks, "table": table.model_dump()}
+        mine, base_ph = (phases(study, p.variant, p.concurrency), phases(study, "bf16", p.concurrency)) if study \
+            else (None, None)
+        if mine and base_ph:  # the served waves split at the first token: the table predicts the decode part only
+            dec = base_ph["decode_s"] / mine["decode_s"]
+            checks[-1].update(served_prefill_s=mine["prefill_s"], served_decode_s=mine["decode_s"],
+                              bf16_prefill_s=base_ph["prefill_s"], bf16_decode_s=base_ph["decode_s"],
+                              served_decode_speedup=dec, served_prefill_speedup=base_ph["prefill_s"] / mine["prefill_s"],
+                              decode_phase_error=pred.speedup / dec - 1)
+    # the table itself is the study's speed/cost-table.json (or rebuilt from the profiles): not copied in here
+    return {"attribution": table.attribution, "table_from": built_from, "checks": checks,
+            "table_gemms": len(table.gemms), "table_formats": sorted({f for g in table.gemms for f in g.cells}),
+            "table_concurrency": table.concurrency}
+
+
+def _by_level(checks: list[dict], key: str) -> dict[str, float]:
+    levels = sorted({c["concurrency"] for c in checks if c.get(key) is not None})
+    return {str(lv): statistics.median(abs(c[key]) for c in checks if c["concurrency"] == lv and c.get(key) is not None)
+            for lv in levels}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,10 +160,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table-from", default="bf16,fp8-all", help="the variants the table is built from")
     ap.add_argument("--study", type=Path, help="a study folder: its measured speed-ups (repeated waves) per level")
     ap.add_argument("--check", help="the recipes predicted, comma-separated (default: every other profiled variant)")
+    ap.add_argument("--session", type=Path, help="a committed GPU session folder (benchmarks/gpu/results/DATE-...): its "
+                    "study/speed.tar.gz and study/summary.json.gz, unpacked into a temporary folder, stand for "
+                    "--step-profiles and --study")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "speed_table_check.json")
     a = ap.parse_args(argv)
     built = [v for v in a.table_from.split(",") if v]
     check = [v for v in a.check.split(",") if v] if a.check else None
+    if a.session is not None:
+        tmp = Path(tempfile.mkdtemp(prefix="speed-table-check-"))
+        with tarfile.open(a.session / "study" / "speed.tar.gz") as t:
+            t.extractall(tmp, filter="data")  # refuses links and paths outside tmp
+        (tmp / "summary.json").write_bytes(gzip.decompress((a.session / "study" / "summary.json.gz").read_bytes()))
+        for f in (a.session / "study" / "runs").glob("*/speed-timings.jsonl.gz"):  # the waves' request timings
+            (tmp / "runs" / f.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, tmp / "runs" / f.parent.name / f.name)
+        a.step_profiles, a.study = tmp / "speed", tmp
     r = from_step_profiles(a.step_profiles, built, a.study, check) if a.step_profiles else committed()
     errs = [abs(c["error"]) for c in r["checks"] if c.get("error") is not None]
     se = [abs(c["served_error"]) for c in r["checks"] if c.get("served_error") is not None]
@@ -122,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
          # issue 30 item 4 as stated: predicted vs served speed-up, >= 3 recipes at c=1 and c=32 (None: not measured)
          "served_median_abs_error": statistics.median(se) if se else None,
          "served_check_passes": statistics.median(se) <= TARGET if len(recipes) >= 3 and {1, 32} <= levels else None,
+         # the same, level by level, and for the decode part of the served waves alone (``phases``)
+         "served_median_abs_error_by_level": _by_level(r["checks"], "served_error"),
+         "decode_phase_median_abs_error_by_level": _by_level(r["checks"], "decode_phase_error"),
          "command": "python benchmarks/speed_table_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     atomic_write_json(a.out, r)
     for c in r["checks"]:
@@ -131,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c['variant']} c={c['concurrency']}: predicted {c['predicted_ms']:.3f} ms/step, measured "
                   f"{c['measured_ms']:.3f} ({c['error']:+.1%}); speed-up {c['predicted_speedup']:.3f} predicted, "
                   f"{c['measured_speedup'] or float('nan'):.3f} measured"
-                  + (f", served {c['served_speedup']:.3f} ({c['served_error']:+.1%})" if "served_error" in c else ""))
+                  + (f", served {c['served_speedup']:.3f} ({c['served_error']:+.1%})" if "served_error" in c else "")
+                  + (f"; served decode part {c['served_decode_speedup']:.3f} ({c['decode_phase_error']:+.1%}), prefill "
+                     f"part {c['served_prefill_speedup']:.3f}" if "decode_phase_error" in c else ""))
     for v, b in r.get("bounds", {}).items():
         print(f"{v}: {b['sentence']}")
     print(f"median |error| {r['median_abs_error']} over {len(errs)} recipe(s) (target <= {TARGET:.0%}, >= 3 recipes)")

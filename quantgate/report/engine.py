@@ -32,9 +32,9 @@ def _cell(e: EngineSettings, field: str) -> str:
     if field == "env":
         return ", ".join(f"{k}={x}" for k, x in sorted(v.items()) if k not in CACHE_ENV) or "–"
     if field == "start_s":
+        waits = [f"{w:.0f} s {short}" for w, _, short in _long_waits(e)]
         detail = ", ".join(p for p in (START_WORDS.get(e.compile_start or ""),
-                                       e.compile_s is not None and f"compile {e.compile_s:.0f} s",
-                                       _long_wait(e) is not None and f"{_long_wait(e):.0f} s after profiling") if p)
+                                       e.compile_s is not None and f"compile {e.compile_s:.0f} s", *waits) if p)
         head = f"{v:.0f} s" if v is not None else ""
         return (f"{head} ({detail})" if head and detail else head or detail) or "–"
     if isinstance(v, bool):
@@ -92,17 +92,19 @@ LONG_PROFILE_WAIT_S = 30.0
 
 
 def start_waits(r: Summary) -> list[str]:
-    """One note per variant whose vLLM start waited long between its profiling run and its KV cache, so a reader
-    does not take that start time for a cost of the format."""
-    return [f"{v.name}: vLLM waited {w:.0f} s between its profiling run and its KV cache "
-            "(on a fresh machine the first sampler call builds FlashInfer's sampling module there, once per "
-            "machine: docs/gpu.md); that part of its start is the machine's, not the format's"
-            for v in r.variants if v.engine is not None and (w := _long_wait(v.engine)) is not None]
+    """One note per variant whose vLLM start waited long around its KV cache (between its profiling run and the
+    KV cache, or between the KV cache and the end of its warm-up), so a reader does not take that start time for a
+    cost of the format."""
+    return [f"{v.name}: vLLM waited {w:.0f} s {where} (on a fresh machine the first sampler call builds FlashInfer's "
+            "sampling module there, once per machine: docs/gpu.md); that part of its start is the machine's, not the "
+            "format's" for v in r.variants if v.engine is not None for w, where, _ in _long_waits(v.engine)]
 
 
-def _long_wait(e: EngineSettings) -> float | None:
-    w = e.profile_wait_s
-    return w if w is not None and w >= LONG_PROFILE_WAIT_S else None
+def _long_waits(e: EngineSettings) -> list[tuple[float, str, str]]:
+    """(seconds, where in the start, the engine table's words) for each long wait of one start."""
+    spans = ((e.profile_wait_s, "between its profiling run and its KV cache", "after profiling"),
+             (e.warmup_wait_s, "between its KV cache and the end of its warm-up", "warming up"))
+    return [(w, where, short) for w, where, short in spans if w is not None and w >= LONG_PROFILE_WAIT_S]
 
 
 def engine_notes(r: Summary) -> list[str]:

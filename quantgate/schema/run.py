@@ -127,6 +127,11 @@ class EngineSettings(Record):
     # line, from the log's timestamps (1 s resolution). On a fresh machine the first sampler call JIT-builds
     # FlashInfer's sampling module there (vLLM 0.26 / flashinfer 0.6.14 source; docs/gpu-plan-issue30.md, item 6)
     profile_wait_s: float | None = None
+    # vLLM: seconds from its KV-cache line to the end of its warm-up ("Kernel JIT monitor activated", else the "init
+    # engine … took" line): CUDA graph capture, and where a start samples only after the KV cache is made (vLLM
+    # 0.26's eager starts) FlashInfer's first build — 93-97 s for the four eager starts that built it together on
+    # 2026-12-03, 1 s with it built (benchmarks/gpu/results/2026-12-03-issue30/flashinfer-wait)
+    warmup_wait_s: float | None = None
     start_s: float | None = None  # wall seconds from launch to healthy, measured by quantgate
 
 

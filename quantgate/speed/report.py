@@ -12,13 +12,22 @@ from statistics import mean
 
 from quantgate.quantize.recipes.model import BITS_PER_WEIGHT
 from quantgate.report.sections import register_section
+from quantgate.schema.run import KernelTime
 from quantgate.schema.speed import StepProfile, load_copy_bandwidth, load_step_profile
+from quantgate.serve.kernels import gemm_time
 from quantgate.schema.summary import SUMMARY, load_summary
 from quantgate.speed.explain import StepBound, explain_step
 
 SPEED_DIR = "speed"
 COPY_BANDWIDTH = "copy-bandwidth.json"
 NOT_MEASURED = "not measured"
+
+
+def gemm_by_kernel(p: StepProfile) -> dict[str, KernelTime]:
+    """The step's GEMM-class GPU time per vLLM linear kernel (or library), heaviest first (issue 30 item 1: which
+    kernels really ran the layers, measured — vLLM's log names each kernel class once per process, not per layer)."""
+    rows = [{"name": p.names[s.name], "ms_total": s.us / 1e3, "count": 1} for s in p.step if s.cls == "gemm"]
+    return gemm_time(rows, 1) if rows else {}
 
 
 def decode_weight_bytes(p: StepProfile) -> int:
@@ -66,11 +75,12 @@ def _cells(r: StepRow) -> list[str]:
     share = f"{b.share:.0%}" if b else NOT_MEASURED if p is None else "not measured (no copy bandwidth)"
     why = b.sentence if b else NOT_MEASURED if p is None else ("what bounds it: not measured (no copy bandwidth: "
                                                                "`speed-profile --copy-gbs`)")
-    return [r.variant, str(r.concurrency), f"{r.pages_per_s:.3f}", ms, kernels, share, why]
+    by_kernel = ", ".join(f"{k} {t.share_of_gemm:.0%}" for k, t in gemm_by_kernel(p).items()) if p else NOT_MEASURED
+    return [r.variant, str(r.concurrency), f"{r.pages_per_s:.3f}", ms, kernels, share, by_kernel or "no GEMM", why]
 
 
 HEAD = ["variant", "concurrency", "pages/s", "GPU ms per decode step", "kernels per step",
-        "weight-read bound (share of the step)", "what bounds it"]
+        "weight-read bound (share of the step)", "GEMM time by kernel", "what bounds it"]
 
 
 def markdown_lines(out: Path) -> list[str]:

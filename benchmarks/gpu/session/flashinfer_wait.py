@@ -45,8 +45,9 @@ PHASES = {  # phase -> (servers: 1 or --servers, workspace: machine / fresh / B'
 
 def log_marks(text: str) -> dict:
     """The last start's encoder-cache and KV-cache lines in one server log, as seconds of its clock; the span
-    between them (the whole memory-profiling run, eager or compiled) and vLLM's profiling-run-to-KV span."""
-    from quantgate.serve.backends.vllm import log_seconds, profile_wait_from_log
+    between them (the whole memory-profiling run, eager or compiled), vLLM's profiling-run-to-KV span, and the
+    KV-to-warmed-up span (where an eager start of vLLM 0.26 samples first: 2026-12-03's phase B waited there)."""
+    from quantgate.serve.backends.vllm import log_seconds, profile_wait_from_log, warmup_wait_from_log
 
     enc = kv = None
     for line in text.splitlines():
@@ -55,7 +56,7 @@ def log_marks(text: str) -> dict:
         elif kv is None and any(k in line for k in KV):
             kv = log_seconds(line)
     return {"encoder_line": enc, "kv_line": kv, "encoder_to_kv_s": kv - enc if enc is not None and kv is not None
-            else None, "profile_wait_s": profile_wait_from_log(text)}
+            else None, "profile_wait_s": profile_wait_from_log(text), "warmup_wait_s": warmup_wait_from_log(text)}
 
 
 def phase_summary(servers: dict[str, dict]) -> dict:
@@ -68,6 +69,7 @@ def phase_summary(servers: dict[str, dict]) -> dict:
 
     kv = [s["kv_line"] for s in ok if s.get("kv_line") is not None]
     return {"servers": len(servers), "started": len(ok), "profile_wait_s": rng("profile_wait_s"),
+            "warmup_wait_s": rng("warmup_wait_s"),
             "encoder_to_kv_s": rng("encoder_to_kv_s"), "start_s": rng("start_s"),
             "kv_lines_spread_s": max(kv) - min(kv) if len(kv) > 1 else None}
 
@@ -161,14 +163,14 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_json(out_path, result)
 
     print(f"{'phase':<6}{'servers':>8}{'started':>8}  {'profiling->KV s':<16}{'encoder->KV s':<16}"
-          f"{'KV lines spread s':>18}")
+          f"{'KV->warmed s':<16}{'KV lines spread s':>18}")
     for phase, rec in result["phases"].items():
         s = rec.get("summary")
         if not s:
             print(f"{phase:<6}  {rec.get('skipped', '')}")
             continue
         print(f"{phase:<6}{s['servers']:>8}{s['started']:>8}  {str(s['profile_wait_s']):<16}"
-              f"{str(s['encoder_to_kv_s']):<16}{str(s['kv_lines_spread_s']):>18}")
+              f"{str(s['encoder_to_kv_s']):<16}{str(s.get('warmup_wait_s')):<16}{str(s['kv_lines_spread_s']):>18}")
     return 0 if all(r.get("summary", {}).get("started") == r.get("summary", {}).get("servers")
                     for r in result["phases"].values() if "summary" in r) else 1
 

@@ -165,6 +165,8 @@ _IN_LOG = {  # elsewhere in the log; the last occurrence wins
 _STAMP = re.compile(r"\b(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[")
 _PROFILED = re.compile(r"^.*Initial profiling/warmup run took.*$", re.M)
 _KV_LINE = re.compile(r"^.*(?:Initial free memory|GPU KV cache size).*$", re.M)
+_WARMED = re.compile(r"^.*(?:Kernel JIT monitor activated|init engine \(profile, create kv cache, warmup model\) took).*$",
+                     re.M)
 _COLD = re.compile(r"Compiling a graph for compile range|Compiling model again due to a load failure")
 _WARM = re.compile(r"Directly load AOT compilation from path|Directly load the compiled graph\(s\) for compile range")
 _UNCACHED = re.compile(r"vLLM's torch\.compile cache is disabled\.")
@@ -216,6 +218,17 @@ def profile_wait_from_log(text: str) -> float | None:
     return float(b - a) if a is not None and b is not None and b >= a else None
 
 
+def warmup_wait_from_log(text: str) -> float | None:
+    """Seconds from the last start's KV-cache line to the end of its warm-up (the first line after it that says the
+    engine is warmed up); None when the log has no such pair or the stamps run backwards."""
+    last = next(reversed(list(_KV_LINE.finditer(text))), None)
+    done = _WARMED.search(text, last.end()) if last else None
+    if not last or not done:
+        return None
+    a, b = log_seconds(last.group(0)), log_seconds(done.group(0))
+    return float(b - a) if a is not None and b is not None and b >= a else None
+
+
 def engine_from_log(text: str) -> EngineSettings:
     """The engine settings one vLLM start printed: its config line, scheduler and attention choices, and the
     compile-cache lines (cold or warm, compile and engine-init seconds). Fields the log lacks stay None."""
@@ -245,6 +258,7 @@ def engine_from_log(text: str) -> EngineSettings:
             out[k] = float(out[k])
     out["compile_start"] = compile_start_from_log(text, out.get("compilation"))
     out["profile_wait_s"] = profile_wait_from_log(text)
+    out["warmup_wait_s"] = warmup_wait_from_log(text)
     return EngineSettings(**out)
 
 

@@ -291,6 +291,20 @@ def test_a_long_wait_after_vllms_profiling_run_is_said_as_the_machines_not_the_f
     assert "fp8: vLLM waited 122 s" in page and "bf16: vLLM waited" not in md
 
 
+def test_a_long_wait_after_the_kv_cache_is_said_too(study_dir):
+    """Issue 30 item 6: an eager start samples after its KV cache is made, so its FlashInfer build shows as a wait
+    between the KV cache and the end of the warm-up (97 s in 2026-12-03's phase B); 3 s (graph capture) is not."""
+    out, dirs = study_dir
+    for name in dirs:
+        _engine(out, name, profile_wait_s=1.0, warmup_wait_s=97.0 if name == "bad" else 3.0)
+    write_reports(_build(out, dirs), out)
+    md = (out / "report.md").read_text()
+    assert "150 s (cold cache, compile 100 s, 97 s warming up) |" in md and md.count("warming up") == 1
+    note = next(line for line in md.splitlines() if "end of its warm-up" in line)
+    assert "bad: vLLM waited 97 s between its KV cache and the end of its warm-up" in note
+    assert "after profiling" not in md
+
+
 def test_runs_without_engine_settings_print_no_engine_table(study_dir):
     out, dirs = study_dir
     write_reports(_build(out, dirs), out)

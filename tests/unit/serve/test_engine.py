@@ -205,3 +205,27 @@ def test_vllm_runs_with_its_production_defaults_unless_told(tmp_path):
     cmd = make_backend("vllm", vllm_cmd="vllm").server(tmp_path, tmp_path / "log").make_command(8000)
     assert not any(a.startswith(("-O", "--optimization-level", "--compilation-config", "-cc", "--enforce-eager"))
                    for a in cmd), cmd
+
+
+def test_the_wait_after_the_kv_cache_from_the_committed_flashinfer_phases():
+    """Issue 30 item 6 measured (2026-12-03, flashinfer_wait.py on the Qwen2.5-VL fixture, eager): an eager start
+    samples only after its KV cache is made, so FlashInfer's first build falls between the KV-cache line and the end
+    of the warm-up — 93-97 s in each of the four phase-B servers (an empty FlashInfer workspace: one built, three
+    waited on its lock; its ninja log: 95.8 s), 1 s for phase A's (the module built); the seven 4B servers of the
+    same session's study (torch.compile, started beside each other after the prebuild) 3-11 s, graph capture
+    included, and 0-11 s between profiling run and KV cache (122 s in 2026-11-30b's first starts). Read by hand
+    from the logs' stamps."""
+    from quantgate.serve.backends.vllm import warmup_wait_from_log
+    from tests.unit.serve.test_kernels import _log
+
+    day = "../gpu/results/2026-12-03-issue30/"
+    phase = {s: warmup_wait_from_log(_log(f"{day}flashinfer-wait/{s}.server.log.gz"))
+             for s in ("A-s0", "B-s0", "B-s1", "B-s2", "B-s3")}
+    assert phase == {"A-s0": 1.0, "B-s0": 97.0, "B-s1": 96.0, "B-s2": 93.0, "B-s3": 96.0}
+    ninja = (REPO / "benchmarks" / "gpu" / "results" / "2026-12-03-issue30" / "flashinfer-wait" / "B-sampling.ninja_log")
+    link_end_ms = max(int(x.split("\t")[1]) for x in ninja.read_text().splitlines()[1:])
+    assert 90_000 < link_end_ms < 100_000  # the build itself: the wait is the build
+    study = [engine_from_log(_log(f"{day}study/runs/{v}/server.log.gz")) for v in
+             ("bf16", "fp8-all", "nvfp4-all", "mixed", "fp8-dynamic", "nvfp4", "w4a16-all-marlin")]
+    assert [(e.profile_wait_s, e.warmup_wait_s) for e in study] == [(11.0, 11.0), (11.0, 7.0), (11.0, 11.0),
+                                                                     (11.0, 6.0), (1.0, 3.0), (0.0, 3.0), (1.0, 3.0)]

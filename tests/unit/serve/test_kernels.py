@@ -62,6 +62,11 @@ COMMITTED = {
     "../gpu/results/2026-12-02-issue30/study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
     "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log":
         {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}},
+    # the 2026-12-03 H200 study: the same recipe with VLLM_DISABLED_KERNELS=MacheteLinearKernel logs Marlin only
+    "../gpu/results/2026-12-03-issue30/study/runs/w4a16-all-marlin/server.log.gz":
+        {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}},
+    "../gpu/results/2026-12-03-issue30/study/runs/nvfp4-all/server.log.gz": {FP4[0]: {FP4[1]: 1}},
+    "../gpu/results/2026-12-03-issue30/study/runs/mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
 }
 
 
@@ -86,9 +91,9 @@ def test_other_using_lines_of_a_real_log_are_not_kernels():
 
 
 # W4A16 on Hopper (2026-12-01, FACTS.md): vLLM logged both Machete and Marlin for CompressedTensorsWNA16 (the
-# committed 2026-12-02 log above too), and only Marlin with VLLM_DISABLED_KERNELS=MacheteLinearKernel. No
-# Machete-disabled log is committed, so these lines are written here from vLLM 0.26.0's format string (compressed_tensors_wNa16.py:137, `logger.info("Using %s for
-# CompressedTensorsWNA16", ...)`, once per kernel class) with the prefix of a committed EngineCore line.
+# committed 2026-12-02 log above too), and only Marlin with VLLM_DISABLED_KERNELS=MacheteLinearKernel (the committed
+# 2026-12-03 log above). These two are written from vLLM 0.26.0's format string (compressed_tensors_wNa16.py:137,
+# `logger.info("Using %s for CompressedTensorsWNA16", ...)`, once per kernel class), for the summary test below.
 _WNA16 = "(EngineCore pid=4211) INFO 12-01 10:41:{s:02d} [compressed_tensors_wNa16.py:137] Using {k} for " \
          "CompressedTensorsWNA16\n"
 W4A16_DEFAULT = _WNA16.format(s=7, k="MacheteLinearKernel") + _WNA16.format(s=7, k="MarlinLinearKernel")
@@ -107,6 +112,16 @@ def test_the_committed_w4a16_study_recorded_what_its_log_says():
     run = RESULTS / "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/run.json"
     assert json.loads(run.read_text())["kernels"] == \
         COMMITTED["../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log"]
+
+
+def test_the_two_committed_w4a16_runs_are_told_apart_by_their_records():
+    """Issue 30 item 1 on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
+    (2026-12-03) — the same recipe — differ in run.json's kernels and in the environment it records."""
+    default = json.loads((RESULTS / "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/run.json").read_text())
+    marlin = json.loads((RESULTS / "../gpu/results/2026-12-03-issue30/study/runs/w4a16-all-marlin/run.json").read_text())
+    assert default["kernels"] != marlin["kernels"] == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}
+    assert marlin["engine"]["env"]["VLLM_DISABLED_KERNELS"] == "MacheteLinearKernel"
+    assert "VLLM_DISABLED_KERNELS" not in (default["engine"].get("env") or {})
 
 
 def test_two_processes_count_twice():

@@ -48,15 +48,18 @@ def test_the_sentence_follows_the_measured_step(study):
     # half the bytes, but only 14% less step: fp8-all's read is under half its step, bf16's over
     assert f.bound_ms < 0.6 * b.bound_ms and f.gpu_ms_per_step > 0.85 * b.gpu_ms_per_step
     assert b.share >= 0.5 > f.share
-    assert bf16[5] == f"{b.share:.0%}" and bf16[6].startswith("weight-read bound at c=1") and "564 kernels" in bf16[6]
-    assert fp8[5] == f"{f.share:.0%}" and fp8[6].startswith("kernel-count bound at c=1")
-    assert "507 kernels, 2.92 ms/step" in fp8[6] and "fewer weight bytes buy little" in fp8[6]
+    assert bf16[5] == f"{b.share:.0%}" and bf16[7].startswith("weight-read bound at c=1") and "564 kernels" in bf16[7]
+    assert fp8[5] == f"{f.share:.0%}" and fp8[7].startswith("kernel-count bound at c=1")
+    assert "507 kernels, 2.92 ms/step" in fp8[7] and "fewer weight bytes buy little" in fp8[7]
+    # which kernels ran the GEMMs, measured: bf16 all cuBLAS; fp8-all Cutlass FP8, its BF16 LM head cuBLAS
+    assert bf16[6] == "cuBLAS (unquantized layers) 100%"
+    assert fp8[6].startswith("CutlassFP8ScaledMMLinearKernel ") and "cuBLAS (unquantized layers)" in fp8[6]
 
 
 def test_levels_and_variants_without_a_profile_say_not_measured(study):
     md = markdown_lines(study)
     for v, c in (("bf16", 32), ("w4a16-all", 1)):
-        assert _row(md, v, c)[3:] == ["not measured"] * 4
+        assert _row(md, v, c)[3:] == ["not measured"] * 5
     (study / "speed" / "copy-bandwidth.json").unlink()  # profiles, no bandwidth: the step shown, no bound
     row = _row(markdown_lines(study), "fp8-all", 1)
     assert row[3:5] == ["2.921", "507"] and row[5] == "not measured (no copy bandwidth)"
@@ -85,3 +88,34 @@ def test_speed_profile_into_a_study_rewrites_its_report(study):
     assert "## Speed" in md and "## Decode step" in md
     assert "| fp8-all | 1 | 0.556 | 2.921 | 507 |" in md and "kernel-count bound at c=1" in md
     assert "Decode step" in (study / "report.html").read_text()
+
+
+DEC03 = SESSION.parent / "2026-12-03-issue30"
+
+
+@pytest.fixture(scope="module")
+def dec03(tmp_path_factory) -> Path:
+    """The 2026-12-03 H200 study's decode profiles (study/speed.tar.gz, taken by its own servers: speed.profile)."""
+    import tarfile
+
+    d = tmp_path_factory.mktemp("dec03")
+    with tarfile.open(DEC03 / "study" / "speed.tar.gz") as t:
+        t.extractall(d, filter="data")
+    return d / "speed"
+
+
+def test_the_gemm_time_by_kernel_tells_the_kernels_that_ran_apart(dec03):
+    """Issue 30 item 1, measured: vLLM's log names each kernel class once per process; the profile says how much of
+    the step's GEMM time each one took — mixed runs FP8 Cutlass (attention, DeltaNet) and NVFP4 Marlin (MLP) beside
+    cuBLAS (the BF16 LM head and DeltaNet's in_proj_a/b); w4a16-all with Machete disabled runs Marlin only."""
+    from quantgate.schema.speed import load_step_profile
+    from quantgate.speed.report import gemm_by_kernel
+
+    mixed = gemm_by_kernel(load_step_profile(dec03 / "mixed" / "c1.profile.json"))
+    assert {"CutlassFP8ScaledMMLinearKernel", "MarlinNvFp4LinearKernel", "cuBLAS (unquantized layers)"} <= set(mixed)
+    assert sum(t.share_of_gemm for t in mixed.values()) == pytest.approx(1.0)
+    assert mixed["MarlinNvFp4LinearKernel"].launches_per_step == 64  # gate_up and down_proj in each of 32 layers
+    marlin = gemm_by_kernel(load_step_profile(dec03 / "w4a16-all-marlin" / "c1.profile.json"))
+    assert "MacheteLinearKernel" not in marlin and marlin["MarlinLinearKernel"].share_of_gemm > 0.5
+    bf16 = gemm_by_kernel(load_step_profile(dec03 / "bf16" / "c32.profile.json"))
+    assert list(bf16) == ["cuBLAS (unquantized layers)"]

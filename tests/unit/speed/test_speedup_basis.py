@@ -49,7 +49,8 @@ def test_with_a_table_speedup_is_the_predicted_step_and_the_recipe_says_so():
     ms = FIXED + sum(CELLS[f] for f in rec.assignment.values())
     assert rec.modelled_speedup == pytest.approx(bf16 / ms) and rec.modelled_speedup >= 1.3
     assert "w2a16" not in rec.assignment.values()  # slower than BF16 by the table: never bought for speed
-    basis = f"predicted from the measured cost table t.json at concurrency 1 (GPU time per decode step; BF16 {bf16:.3f} ms)"
+    basis = (f"predicted from the measured cost table t.json at concurrency 1 (GPU time per decode step, prefill not "
+             f"included; BF16 {bf16:.3f} ms)")
     assert rec.speed_basis == basis
     line = next(x for x in recipe_yaml(sens, rec, name="r", source="sens.json").splitlines() if "speed-up" in x)
     assert line == f"# decode speed-up {bf16 / ms:.2f}x BF16 ({ms:.4f} ms per decode step): {basis}."
@@ -83,7 +84,7 @@ def test_the_tune_report_says_where_its_speedups_come_from(setup, tmp_path):  # 
                speed_table=path).run()
     md = "\n".join(markdown_lines(tmp / "b"))
     assert md.count(f"Speed-up: predicted from the measured cost table {path} at concurrency 1 (GPU time per decode "
-                    f"step; BF16 {FIXED + 3 * CELLS['bf16']:.3f} ms)") == 1 and "not measured" not in md
+                    f"step, prefill not included; BF16 {FIXED + 3 * CELLS['bf16']:.3f} ms)") == 1 and "not measured" not in md
     t1 = tf.trials[0]
     assert t1.speed_basis.startswith("predicted") and t1.modelled_speedup >= 1.2
     assert f"| {t1.modelled_speedup:.2f}× |" in md
