@@ -14,8 +14,8 @@ from quantgate.quantize.recipes.model import BITS_PER_WEIGHT
 from quantgate.report.sections import register_section
 from quantgate.schema.run import KernelTime
 from quantgate.schema.speed import StepProfile, load_copy_bandwidth, load_step_profile
-from quantgate.serve.kernels import gemm_time
 from quantgate.schema.summary import SUMMARY, load_summary
+from quantgate.serve.kernels import gemm_time
 from quantgate.speed.explain import StepBound, explain_step
 
 SPEED_DIR = "speed"
