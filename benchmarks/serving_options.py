@@ -12,6 +12,8 @@ gives rows for what it served; missing parts are ``null`` ("not measured").
 
     python benchmarks/serving_options.py STUDY_DIR [-o serving_options.json] [--session-results R]
     python benchmarks/serving_options.py STUDY_DIR --drop-failed STUDY.yaml --retry-yaml NEW.yaml
+    python benchmarks/serving_options.py - --speculative-numerics benchmarks/gpu/results/2026-12-03-issue30/batchinv
+        # issue 30 item 7: speculative decoding with and without batch invariance, beside the rows (2026-12-03)
 
 ``--session-results``: the GPU session's results folder (session.json, gpu0/status.jsonl), to name the other
 job's steps that ran while each variant was served (``contended``). ``--drop-failed``: after the study stopped
@@ -269,6 +271,39 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
             "complete": bool(summary and summary.get("complete")), "session": session, "rows": rows}
 
 
+def speculative_numerics(bi_dir: Path) -> dict:
+    """Issue 30 item 7, "is the speculative decoding lossy?", apart from numerics: batch_invariance.py
+    ``--speculative``'s result (``bi_dir/batch_invariance.json`` and its servers' logs, ``<server>.server.log.gz`` or
+    ``<server>/server.log``) as rows beside the study's: speculative vs plain greedy tokens at c=1, without and with
+    ``VLLM_BATCH_INVARIANT=1`` on both, with the draft acceptance of each speculative server."""
+    import gzip
+
+    bi = json.loads((bi_dir / "batch_invariance.json").read_text())
+    spec = bi.get("speculative") or {}
+
+    def log(server: str) -> str | None:
+        for f in (bi_dir / f"{server}.server.log.gz", bi_dir / server / "server.log"):
+            if f.is_file():
+                raw = f.read_bytes()
+                return (gzip.decompress(raw) if f.suffix == ".gz" else raw).decode("utf-8", "replace")
+        return None
+
+    rows = []
+    for key, server, ref, invariant in (("without_batch_invariance", "speculative", "plain", False),
+                                        ("with_batch_invariance", "speculative_batch_invariant", "batch_invariant", True)):
+        cmp, text = spec.get(key) or {}, log(server)
+        rows.append({"option": f"speculative decoding {(spec.get('config') or {}).get('method')} "
+                               f"k={(spec.get('config') or {}).get('num_speculative_tokens')}",
+                     "variant": server, "reference": ref, "batch_invariant": invariant, "model": bi.get("model"),
+                     "concurrency": 1, "pages_compared": cmp.get("pages"), "exact_match_rate": cmp.get("identical_rate"),
+                     "pages_changed": sorted(cmp.get("first_difference") or {}),
+                     "spec_decode": spec_acceptance(text) if text else None,
+                     "refused": (bi.get("servers", {}).get(server) or {}).get("error_line")})
+    reader = bi.get("servers", {}).get("reader_gdn_batch_invariant") or {}
+    return {"source": str(bi_dir), "config": spec.get("config"), "rows": rows, "answer": spec.get("answer"),
+            "reader_batch_invariant_refusal": reader.get("error_line")}
+
+
 def table(result: dict) -> pd.DataFrame:
     lv = result["levels"]
     c0, hi = f"c{lv[0]}", f"c{lv[-1]}"
@@ -303,7 +338,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--session-results", type=Path, default=None)
     ap.add_argument("--drop-failed", type=Path, metavar="STUDY_YAML", default=None)
     ap.add_argument("--retry-yaml", type=Path, default=None)
+    ap.add_argument("--speculative-numerics", type=Path, metavar="BI_DIR", default=None,
+                    help="add batch_invariance.py --speculative's result (BI_DIR) to OUT as 'speculative_numerics', "
+                         "keeping OUT's rows (STUDY_DIR is then not read)")
     a = ap.parse_args(argv)
+    if a.speculative_numerics:
+        result = json.loads(a.out.read_text()) if a.out.is_file() else {"schema_version": SCHEMA_VERSION, "rows": []}
+        result["speculative_numerics"] = speculative_numerics(a.speculative_numerics)
+        atomic_write_json(a.out, result)
+        for r in result["speculative_numerics"]["rows"]:
+            print(f"{r['option']} vs {r['reference']} (batch invariant: {r['batch_invariant']}): "
+                  f"{r['exact_match_rate']} of {r['pages_compared']} pages identical at c=1, draft acceptance "
+                  f"{(r['spec_decode'] or {}).get('acceptance_rate')}")
+        print(result["speculative_numerics"]["answer"])
+        return 0
     if a.drop_failed:
         if not a.retry_yaml:
             ap.error("--drop-failed needs --retry-yaml")

@@ -200,3 +200,24 @@ def test_a_variant_whose_server_failed_is_dropped_and_reported(study, tmp_path):
     (cut / "runs" / "bf16" / "run.json").unlink()
     with pytest.raises(SystemExit, match="the baseline failed"):
         so.drop_failed(src, cut, retry)
+
+
+def test_speculative_numerics_rows_from_the_committed_h200_run(tmp_path):
+    """Issue 30 item 7 (2026-12-03, the Qwen2.5-VL fixture): n-gram speculation against the same server without it,
+    with batch invariance on both and off on both; the draft acceptance from the speculative servers' own stats
+    lines (the one without batch invariance printed none: not measured), the reader's refusal quoted; the rows go
+    beside the study's rows of OUT, which are kept."""
+    out = tmp_path / "so.json"
+    out.write_text(json.dumps({"schema_version": 1, "rows": [{"option": "kept"}]}))
+    bi = REPO / "benchmarks" / "gpu" / "results" / "2026-12-03-issue30" / "batchinv"
+    assert so.main(["-", "--speculative-numerics", str(bi), "-o", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["rows"] == [{"option": "kept"}]
+    sn = r["speculative_numerics"]
+    rows = {x["variant"]: x for x in sn["rows"]}
+    assert {(x["reference"], x["batch_invariant"], x["pages_compared"], x["exact_match_rate"]) for x in rows.values()} \
+        == {("plain", False, 16, 1.0), ("batch_invariant", True, 16, 1.0)}
+    assert rows["speculative_batch_invariant"]["spec_decode"]["accepted_tokens"] == 2073
+    assert rows["speculative_batch_invariant"]["spec_decode"]["drafted_tokens"] == 2136
+    assert rows["speculative"]["spec_decode"] is None
+    assert "not supported for GDN_ATTN" in sn["reader_batch_invariant_refusal"] and "0 of 16" in sn["answer"]
