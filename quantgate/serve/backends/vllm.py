@@ -207,26 +207,27 @@ def log_seconds(line: str) -> float | None:
         return None
 
 
+def _span_after_last(text: str, first: re.Pattern, then: re.Pattern) -> float | None:
+    """Seconds from the last line ``first`` matches to the next line ``then`` matches after it (the last start's
+    span); None without such a pair, or when the stamps run backwards (a year's turn)."""
+    last = next(reversed(list(first.finditer(text))), None)
+    end = then.search(text, last.end()) if last else None
+    if not last or not end:
+        return None
+    a, b = log_seconds(last.group(0)), log_seconds(end.group(0))
+    return float(b - a) if a is not None and b is not None and b >= a else None
+
+
 def profile_wait_from_log(text: str) -> float | None:
     """Seconds between the last profiling/warm-up line and the KV-cache line after it; None when the log has no
     such pair (an eager start logs no warm-up line) or the stamps run backwards (a year's turn)."""
-    last = next(reversed(list(_PROFILED.finditer(text))), None)
-    kv = _KV_LINE.search(text, last.end()) if last else None
-    if not last or not kv:
-        return None
-    a, b = log_seconds(last.group(0)), log_seconds(kv.group(0))
-    return float(b - a) if a is not None and b is not None and b >= a else None
+    return _span_after_last(text, _PROFILED, _KV_LINE)
 
 
 def warmup_wait_from_log(text: str) -> float | None:
     """Seconds from the last start's KV-cache line to the end of its warm-up (the first line after it that says the
     engine is warmed up); None when the log has no such pair or the stamps run backwards."""
-    last = next(reversed(list(_KV_LINE.finditer(text))), None)
-    done = _WARMED.search(text, last.end()) if last else None
-    if not last or not done:
-        return None
-    a, b = log_seconds(last.group(0)), log_seconds(done.group(0))
-    return float(b - a) if a is not None and b is not None and b >= a else None
+    return _span_after_last(text, _KV_LINE, _WARMED)
 
 
 def engine_from_log(text: str) -> EngineSettings:
