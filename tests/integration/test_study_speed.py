@@ -47,8 +47,9 @@ def _study(tmp_path: Path, **over) -> Path:
     body = {
         "name": "speed", "model": "unused", "pages": {"synth": {"n": 4, "profile": "simple",
                                                                 "calibration_fraction": 0.0}},
-        # the candidate streams its tokens twice as fast as the baseline
-        "variants": [{"name": "bf16", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.02"}},
+        # the candidate streams its tokens four times as fast as the baseline: a clear 1.3x and more even when the
+        # other test worker loads both cores (at 2x, the client's and server's own time ate the gap once: 0.96x)
+        "variants": [{"name": "bf16", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.04"}},
                      {"name": "fast", "recipe": "bf16", "server_env": {"FAKE_VLLM_TOKEN_S": "0.01"}}],
         "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM, "compile_cache": "none", "startup_timeout_s": 60,
                     "gpu_memory_utilization": 0.2},
@@ -90,7 +91,7 @@ def test_speed_levels_in_waves_with_intervals(tmp_path, fake_quantize):
     for c in ("1", "4"):
         iv = by["fast"]["speedup_interval"][c]
         assert iv["n_variant"] == iv["n_baseline"] == 3 and iv["ignore_eos"] is True
-        assert iv["low"] <= iv["ratio"] <= iv["high"] and iv["ratio"] > 1.3  # the candidate streams 2x faster
+        assert iv["low"] <= iv["ratio"] <= iv["high"] and iv["ratio"] > 1.3  # the candidate streams 4x faster
         base = by["bf16"]["speedup_interval"][c]
         assert base["ratio"] == pytest.approx(1.0) and base["low"] <= 1.0 <= base["high"]
     md = (out / "report.md").read_text()
