@@ -200,7 +200,7 @@ def inside(path: Path, out: Path, what: str) -> str:
 def bound_files(st: Study, out: Path) -> list[str]:
     """Beyond the score files, what a reported claim rests on (issue 32, the gate binds every claim): each variant's
     run.json (speeds, kernels, the server command), requests.jsonl (the outputs scored and shown), speed.jsonl (a
-    speed level's waves) and quantgate.json
+    speed level's waves), its decode profiles under speed/ and quantgate.json
     (recipe, sizes, formats, weight hashes); the page set's pageset.json when it lies in the folder; the lm-eval page
     task's files. Study-relative; those that must exist are ``required_files``."""
     out = Path(out)
@@ -209,6 +209,14 @@ def bound_files(st: Study, out: Path) -> list[str]:
         files.append("pages/pageset.json")
     # issue 30: the speed waves the speed-up intervals are computed from
     files += [f"runs/{v.name}/speed.jsonl" for v in st.variants if (out / "runs" / v.name / "speed.jsonl").is_file()]
+    # issue 30: what the report's Decode step shows — each variant's decode profiles (speed.profile, or speed-profile
+    # into the folder before the report) and the copy bandwidth their bound divides by; not the cost table, a
+    # reading of the profiles that a later speed-profile run rewrites
+    names = {v.name for v in st.variants}
+    files += sorted(p.relative_to(out).as_posix() for p in (out / "speed").glob("*/c*.profile.json")
+                    if p.parent.name in names)
+    if (out / "speed" / "copy-bandwidth.json").is_file():
+        files.append("speed/copy-bandwidth.json")
     task = out / "lmeval" / "task"
     if st.lm_eval and task.is_dir():
         files += sorted(p.relative_to(out).as_posix() for p in task.rglob("*") if p.is_file())

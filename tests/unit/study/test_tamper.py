@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from tests.support.cli import run_cli as _cli
+from tests.support.paths import REPO
 from tests.support.study_folder import finished_study
 
 
@@ -130,6 +131,41 @@ SPEED_EDITS = {
     "summary speedup_interval dropped": (_variant("fp8", lambda v: v.update(speedup_interval={})), "speedup_interval"),
     "summary speed waves": (_variant("fp8", lambda v: v["speed"][0]["waves"].pop()), "speed"),
 }
+
+
+# issue 30: the decode profiles and copy bandwidth a study's Decode step section shows (speed.profile)
+PROFILE_EDITS = {
+    "decode profile edited": (lambda f: _json(f / "speed/fp8/c1.profile.json",
+                                              lambda p: p["step"][0].update(us=p["step"][0]["us"] / 2)),
+                              "speed/fp8/c1.profile.json"),
+    "decode profile deleted": (lambda f: (f / "speed/fp8/c1.profile.json").unlink(), "speed/fp8/c1.profile.json"),
+    "copy bandwidth edited": (lambda f: _json(f / "speed/copy-bandwidth.json", lambda c: c.update(gbs=9e3)),
+                              "speed/copy-bandwidth.json"),
+}
+
+
+@pytest.fixture(scope="module")
+def profiled_study(tmp_path_factory):
+    """A speed study whose folder held decode profiles (the committed 2026-12-03 fp8-all profile, as fp8's) and a
+    copy bandwidth when its summary was made, as a speed.profile study's does."""
+    import tarfile
+
+    out = tmp_path_factory.mktemp("tamper-profile") / "study"
+    (out / "speed" / "fp8").mkdir(parents=True)
+    session = REPO / "benchmarks" / "gpu" / "results" / "2026-12-03-issue30" / "study" / "speed.tar.gz"
+    with tarfile.open(session) as t:
+        prof = json.loads(t.extractfile("speed/fp8-all/c1.profile.json").read()) | {"variant": "fp8"}
+    (out / "speed" / "fp8" / "c1.profile.json").write_text(json.dumps(prof))
+    (out / "speed" / "copy-bandwidth.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "quantgate.copy_bandwidth", "gbs": 4274.8, "source": "hbm.json"}))
+    return finished_study(out, speed={"repeats": 3, "levels": [1]})
+
+
+@pytest.mark.parametrize("name", list(PROFILE_EDITS))
+def test_every_edit_of_a_profiled_study_is_caught(profiled_study, tmp_path, name):
+    files = json.loads((profiled_study / "summary.json").read_text())["inputs"]["files"]
+    assert {"speed/fp8/c1.profile.json", "speed/copy-bandwidth.json"} <= set(files)
+    _caught(profiled_study, tmp_path, *PROFILE_EDITS[name])
 
 
 @pytest.fixture(scope="module")
