@@ -99,7 +99,7 @@ class Recommendation:
         """Where ``modelled_speedup`` comes from, said in the recipe, the terminal and the tune report."""
         if self.speed:
             # the same for every recipe of one table (the tune report's line), the recipe's own ms said beside it
-            # decode only: on ~4k-token pages at c=32 the prefill half of a served wave ran 0.69-0.71x BF16's speed
+            # decode only: on ~4k-token pages at c=32 the prefill half of a served wave ran 0.59-0.71x BF16's speed
             # in NVFP4 recipes on the H200 (benchmarks/results/speed_table_check_issue30.json), which no decode
             # table sees
             return (f"predicted from the measured cost table {self.speed.source} at concurrency {self.speed.concurrency} "
