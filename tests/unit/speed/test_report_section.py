@@ -3,6 +3,7 @@ study summary, the bf16 and fp8-all decode profiles at c=1 and its measured copy
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -19,7 +20,8 @@ def study(tmp_path: Path) -> Path:
     shutil.copy(SESSION / "study" / "summary.json", tmp_path / "summary.json")
     for v in ("bf16", "fp8-all"):
         (tmp_path / "speed" / v).mkdir(parents=True)
-        shutil.copy(SESSION / "prof" / v / "c1.profile.json", tmp_path / "speed" / v / "c1.profile.json")
+        (tmp_path / "speed" / v / "c1.profile.json").write_bytes(
+            gzip.decompress((SESSION / "prof" / v / "c1.profile.json.gz").read_bytes()))
     gbs = json.loads((SESSION / "hbm.json").read_text())["hbm_copy_gbs"]
     (tmp_path / "speed" / "copy-bandwidth.json").write_text(json.dumps(
         {"schema_version": 1, "kind": "quantgate.copy_bandwidth", "gbs": gbs, "source": "hbm.json"}))
