@@ -39,9 +39,9 @@ $(STAMP): pyproject.toml constraints.txt | system
 	rm -f $(VENV)/.installed-* && touch $@
 
 # KaTeX for olmOCR math checks: npm's katex, pinned and checked by sha256, into $(VENV)/share/quantgate/
-# (quantgate/score/katex.py; does nothing when the checked files are there)
+# (quantgate/scoring/katex.py; does nothing when the checked files are there)
 katex: $(STAMP)
-	$(PY) -m quantgate.score.katex install
+	$(PY) -m quantgate.scoring.katex install
 
 demo: setup
 	$(VENV)/bin/quantgate demo -o demo-out

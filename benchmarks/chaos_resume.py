@@ -25,7 +25,7 @@ CANDIDATES = {"same": 0.0, "mid": 0.2, "bad": 0.6}
 
 
 def _study(root: Path) -> Path:
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
     from tests.support.stub_study import study_yaml
 
     synth_pages(root / "pages", 16, seed=7, profile="simple", calibration_fraction=0.0)

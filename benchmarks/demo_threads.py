@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from quantgate.io.pageset import load_pageset
-from quantgate.score import get_metric
-from quantgate.score.metrics import score_one
+from quantgate.scoring import get_metric
+from quantgate.scoring.metrics import score_one
 from quantgate.serve.client import RequestSpec, run_level
 from quantgate.serve.server import ManagedServer
 

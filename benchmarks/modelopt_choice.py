@@ -46,7 +46,7 @@ METRICS, MARGINS = ["ned", "cer", "bow_f1"], {"ned": 0.01, "cer": 0.01, "bow_f1"
 def siblings(name: str, names: set[str]) -> list[str]:
     """The module and its fused siblings present in the model (quantgate's FUSED_SIBLINGS, the same
     groups as ModelOpt 0.47's quant_grouping_rules for these names)."""
-    from quantgate.quantize.recipes.model import FUSED_SIBLINGS
+    from quantgate.recipes.model import FUSED_SIBLINGS
 
     parent, _, leaf = name.rpartition(".")
     group = next((s for s in FUSED_SIBLINGS if leaf in s), {leaf})
@@ -111,7 +111,7 @@ def main() -> None:
     import yaml
 
     from quantgate.quantize.plan import make_plan, model_modules
-    from quantgate.quantize.recipes import load_recipe
+    from quantgate.recipes import load_recipe
 
     a.work.mkdir(parents=True, exist_ok=True)
     pages = reader_pages(a.work)

@@ -27,8 +27,8 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fixtures live with the tests (tests/support)
 
+from quantgate.heldout.synth import synth_pages
 from quantgate.io.pageset import load_pageset
-from quantgate.pages.synth import synth_pages
 from quantgate.quantize import quantize
 from quantgate.serve.numerics import measure_transformers_serve
 from quantgate.study.demo import READER

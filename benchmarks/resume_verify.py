@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from quantgate.heldout.synth import synth_pages
 from quantgate.io.pageset import load_pageset, verify_page_files
-from quantgate.pages.synth import synth_pages
 from quantgate.study.pagecopy import ensure_page_copy
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from quantgate.judge.stats import percentile_ci
-from quantgate.score.metrics import get_metric, score_one
+from quantgate.scoring.metrics import get_metric, score_one
 
 
 def main() -> None:

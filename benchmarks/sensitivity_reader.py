@@ -52,7 +52,7 @@ def qg(*args, check=True) -> tuple[subprocess.CompletedProcess, dict]:
 
 def preset_sizes() -> dict[str, int]:
     from quantgate.quantize import make_plan
-    from quantgate.quantize.recipes import load_recipe
+    from quantgate.recipes import load_recipe
 
     return {p: make_plan(READER, load_recipe(p)).totals()["estimated_bytes"] for p in PRESETS}
 

@@ -22,7 +22,7 @@ from sensitivity_reader import qg, reader_pages  # one CLI runner for the reader
 ROOT = Path(__file__).resolve().parents[1]
 READER = ROOT / "quantgate" / "assets" / "reader"
 FORMATS = "fp8,nvfp4,w4a16,w2a16"
-# the uniform presets (every recipe in quantgate/quantize/recipes/presets that gives one format to every kind it covers,
+# the uniform presets (every recipe in quantgate/recipes/presets that gives one format to every kind it covers,
 # fp8-all-lm-head aside: fp8-all with lm_head, which no sensitivity group covers)
 PRESETS = ["fp8-dynamic", "fp8-all", "nvfp4", "nvfp4a16", "mixed", "harmful-all-nvfp4", "harmful-int2"]
 BUDGETS = ["2.30MB", "2.40MB", "2.50MB", "2.58MB", "3.00MB"]
@@ -47,7 +47,7 @@ def study_yaml(work: Path, pages: Path) -> Path:
 def predicted(sens, recipe_spec: str) -> dict:
     """The additive model's prediction for any recipe: each group's KL in the format the recipe gives
     all its modules; modules the sensitivity file never quantized (kept BF16 there) are counted apart."""
-    from quantgate.quantize.recipes import ModuleInfo, load_recipe, resolve
+    from quantgate.recipes import ModuleInfo, load_recipe, resolve
 
     rec = load_recipe(recipe_spec).recipe
     modules = [ModuleInfo(m.name, m.kind, m.layer, m.in_features, m.out_features) for m in sens.modules]

@@ -22,7 +22,7 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def synth_pageset(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("pages") / "synth"
     synth_pages(out, 10, seed=3, calibration_fraction=0.3)

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the fixtures live with the tests (tests/support)
 
-from quantgate.pages.synth import reader_sample, vocabulary
+from quantgate.heldout.synth import reader_sample, vocabulary
 from tests.support import fixtures
 
 PROMPT = "Convert this page to markdown. Output only the markdown."

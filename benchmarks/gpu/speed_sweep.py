@@ -33,7 +33,7 @@ from pathlib import Path
 
 from quantgate.errors import ServerError
 from quantgate.io.fileio import atomic_write_json
-from quantgate.report.engine import COMPARED
+from quantgate.reports.engine import COMPARED
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.serve.run import ServeHooks, ServeOptions
 

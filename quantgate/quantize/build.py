@@ -22,8 +22,8 @@ from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path, sha256_file
 from quantgate.io.provenance import package_versions
 from quantgate.quantize.plan import Plan
-from quantgate.quantize.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
 from quantgate.quantize.verify import verify_checkpoint
+from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
 from quantgate.schema.base import read_record_file
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.variant import FileInfo, QuantizeResult, VariantInputs, VariantManifest, Verification

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from quantgate.quantize.recipes import ModuleInfo
+from quantgate.recipes import ModuleInfo
 
 _VISION_NAME = re.compile(r"(^|\.)(visual|vision_tower|vision_model|vision_encoder|vision|image_encoder|vit)(\.|$)")
 _PROJECTOR_NAME = re.compile(r"(^|\.)(merger|multi_modal_projector|mm_projector|connector|projector|"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.modeldir import check_model_dir
-from quantgate.quantize.recipes import LoadedRecipe, ModuleInfo, resolve
-from quantgate.quantize.recipes.model import BITS_PER_WEIGHT
+from quantgate.recipes import LoadedRecipe, ModuleInfo, resolve
+from quantgate.recipes.model import BITS_PER_WEIGHT
 
 
 @dataclass

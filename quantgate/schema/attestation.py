@@ -1,5 +1,5 @@
 """``attestation.intoto.json`` (``quantgate gate --sign``): the predicate of the in-toto Statement v1 that a
-signed verdict carries, as ``quantgate verify`` reads it (``quantgate.study.attest`` writes and checks it).
+signed verdict carries, as ``quantgate verify`` reads it (``quantgate.gate.attest`` writes and checks it).
 
 These models ignore unknown fields rather than refusing them: the statement is in-toto's format, whose parsing
 rules say a consumer ignores fields it does not know, and its version is its ``predicateType``

@@ -1,6 +1,6 @@
 """What a page metric is, apart from how it is computed: its name, direction, range and declared
 non-inferiority margin with the reason for it (docs/statistics.md). The implementations are
-``quantgate.score.metrics``; everything that judges a metric — a study's margins when its YAML is read,
+``quantgate.scoring.metrics``; everything that judges a metric — a study's margins when its YAML is read,
 ``compare``, the gate — reads the spec from here, so a margin is checked by one rule and defaults in one place."""
 
 from __future__ import annotations

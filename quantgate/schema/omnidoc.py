@@ -1,4 +1,4 @@
-"""OmniDocBench's end-to-end protocol as quantgate's own records (``quantgate.score.omnidoc``): a page's truth
+"""OmniDocBench's end-to-end protocol as quantgate's own records (``quantgate.scoring.omnidoc``): a page's truth
 (:class:`TruthPage`, read from OmniDocBench's JSON or from markdown, or given as a truth file of its own with
 ``"kind": "omnidoc_truth_page"``) and one page's values (:class:`PageScore`)."""
 

@@ -1,5 +1,5 @@
 """One line of ``scores.jsonl``: a page's scores (:class:`ScoreRow`). Read and written by
-``quantgate.io.scores``; made by ``quantgate.score``; judged by ``quantgate.judge``."""
+``quantgate.io.scores``; made by ``quantgate.scoring``; judged by ``quantgate.judge``."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class LmEvalSection(Record):
 
 
 class VerdictInputs(Record):
-    """What the gate needs to make every verdict again (``quantgate.study.gate``): the declared margin
+    """What the gate needs to make every verdict again (``quantgate.gate.check``): the declared margin
     per metric as used (the registry's when the study set none), and every file a verdict rests on —
     ``pages.jsonl``, the score files, lm-eval's results and samples — by its path relative to the study
     folder and its sha256. Seed, resamples, min_pages and the test are the study's own (``study``)."""

@@ -242,7 +242,7 @@ class _Analysis:
         """Every group × format not measured yet: each format's session calibrated once, each group quantized
         alone in it; each measurement appended to the progress file as it finishes."""
         from quantgate.quantize.calibrate import calibration_samples
-        from quantgate.quantize.recipes import to_llmcompressor
+        from quantgate.recipes import to_llmcompressor
         from quantgate.sensitivity import forward as fw
         from quantgate.sensitivity.fakequant import FormatSession
         from quantgate.sensitivity.groups import resolve_assignment

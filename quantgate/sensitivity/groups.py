@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from quantgate.quantize.recipes import ModuleInfo, Recipe, resolve
-from quantgate.quantize.recipes.model import Rule, rule_matches
+from quantgate.recipes import ModuleInfo, Recipe, resolve
+from quantgate.recipes.model import Rule, rule_matches
 from quantgate.schema.sensitivity import DECODER_KINDS, decoder_group_name  # noqa: F401 (re-exported)
 
 _BLOCK = re.compile(r"^(.*?\.(?:blocks|layers|layer)\.\d+)\.")

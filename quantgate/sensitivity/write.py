@@ -9,7 +9,7 @@ import json
 import yaml
 
 from quantgate.errors import InputError
-from quantgate.quantize.recipes import ModuleInfo, Recipe
+from quantgate.recipes import ModuleInfo, Recipe
 from quantgate.schema.base import parse_record
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
@@ -76,7 +76,7 @@ def recipe_yaml(sens: SensitivityFile, rec: Recommendation, *, name: str, source
 def check_recipe(sens: SensitivityFile, rec: Recommendation, text: str) -> Recipe:
     """The written recipe must resolve to exactly the chosen formats (and BF16 elsewhere)."""
     recipe = parse_record(Recipe, yaml.safe_load(text), where="recommended recipe")
-    from quantgate.quantize.recipes import resolve
+    from quantgate.recipes import resolve
 
     modules = [ModuleInfo(m.name, m.kind, m.layer, m.in_features, m.out_features) for m in sens.modules]
     plan, _ = resolve(recipe, modules, sens.n_layers, where="recommended recipe")

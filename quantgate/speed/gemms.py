@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from quantgate.errors import InputError
-from quantgate.quantize.recipes.model import FUSED_SIBLINGS
+from quantgate.recipes.model import FUSED_SIBLINGS
 from quantgate.schema.sensitivity import decoder_group_name
 from quantgate.schema.variant import PlanRow
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
-from quantgate.quantize.recipes.model import BITS_PER_WEIGHT
-from quantgate.report.sections import register_section
+from quantgate.recipes.model import BITS_PER_WEIGHT
+from quantgate.reports.sections import register_section
 from quantgate.schema.run import KernelTime
 from quantgate.schema.speed import StepProfile, load_copy_bandwidth, load_step_profile
 from quantgate.schema.summary import SUMMARY, load_summary

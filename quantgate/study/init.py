@@ -59,7 +59,7 @@ class PageFacts:
 def inspect_model(model: Path) -> ModelFacts:
     from quantgate.io.modeldir import check_model_dir
     from quantgate.quantize.plan import make_plan, model_modules
-    from quantgate.quantize.recipes import NEEDS_CALIBRATION, list_presets, load_recipe
+    from quantgate.recipes import NEEDS_CALIBRATION, list_presets, load_recipe
 
     model = Path(model)
     if not model.is_dir():
@@ -107,8 +107,8 @@ def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None
                   import_to: Path | None = None, calibration_fraction: float = 0.2, split_seed: int = 0) -> PageFacts:
     """A page set as is, or a folder/file of images and PDFs imported into ``import_to`` (split by
     ``calibration_fraction`` and ``split_seed``, as `pages import` splits)."""
+    from quantgate.heldout.importer import ImportOptions, import_pages
     from quantgate.io.pageset import load_pageset
-    from quantgate.pages.importer import ImportOptions, import_pages
 
     pages = Path(pages)
     imported, import_warnings = None, []
@@ -202,7 +202,7 @@ def _flow(obj) -> str:
 
 
 def check_variants(mf: ModelFacts, variants: list[str] | None) -> None:
-    from quantgate.quantize.recipes import list_presets
+    from quantgate.recipes import list_presets
 
     for v in variants or []:
         if v not in mf.presets:

@@ -16,7 +16,7 @@ from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import Study
 
 if TYPE_CHECKING:
-    from quantgate.score import Output
+    from quantgate.scoring import Output
 
 Rows = dict[str, ScoreRow]
 
@@ -27,7 +27,7 @@ class SequentialPass:
 
     def __init__(self, st: Study, plan: Plan, ps: PageSet, run_dir: Path, level: int, base: Rows, noise: Rows | None,
                  on_look: Callable[[SequentialDecision], None] | None = None):
-        from quantgate.score import parse_metric_list
+        from quantgate.scoring import parse_metric_list
 
         self.st, self.plan, self.ps, self.run_dir, self.level = st, plan, ps, Path(run_dir), level
         self.base, self.noise, self.on_look = base, noise, on_look
@@ -41,7 +41,7 @@ class SequentialPass:
         self._stale = {(r.page_id, r.end) for r in _latest(self.run_dir, level) if r.error is not None}
 
     def _cand(self) -> Rows:
-        from quantgate.score import Output, score_pages
+        from quantgate.scoring import Output, score_pages
 
         preds = {r.page_id: Output.of(r) for r in _latest(self.run_dir, self.level) if (r.page_id, r.end) not in self._stale}
         new = {p: t for p, t in preds.items() if (p, t) not in self._rows}
@@ -85,7 +85,7 @@ class FixedPass:
 
 def level_rows(st: Study, ps: PageSet, run_dir: Path, level: int) -> Rows:
     """A run's score rows at one level, for the pages it has records of (as the score stage writes them)."""
-    from quantgate.score import load_predictions, parse_metric_list, score_pages
+    from quantgate.scoring import load_predictions, parse_metric_list, score_pages
 
     preds = load_predictions(run_dir, ps, st.split, level)
     rows = score_pages(ps, preds, parse_metric_list(st.metrics), st.split, only=set(preds))

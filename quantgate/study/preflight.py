@@ -46,7 +46,7 @@ def check_recipes(st, model: Path) -> None:
     first quantize: a typo in the last variant's recipe is found before BF16 has been written, not after."""
     from quantgate.errors import InputError
     from quantgate.quantize.plan import make_plan, model_modules
-    from quantgate.quantize.recipes import load_recipe
+    from quantgate.recipes import load_recipe
 
     modules = None
     for v in st.variants:

@@ -161,7 +161,7 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
     """(the study's page set, whether its files were hashed already): its folder when it lies in the study folder;
     a set outside it copied into ``out/pages`` (``study.pagecopy``: the gate then binds its images and truths);
     or the synthetic set under ``out/pages``, rebuilt when the recorded spec differs (``pages.synth_reuse``)."""
-    from quantgate.pages.synth_reuse import ensure_synth_pages
+    from quantgate.heldout.synth_reuse import ensure_synth_pages
     from quantgate.study.pagecopy import COPY_DIR, ensure_page_copy
 
     if not st.pages.synth:
@@ -403,7 +403,7 @@ def _score_all(ctx: _Ctx) -> Scores:
     """Every variant's records at every level it was served at, scored (from the records; seconds) and written
     to the score files the verdicts are made from."""
     from quantgate.io.scores import write_scores
-    from quantgate.score import load_predictions, parse_metric_list, score_pages
+    from quantgate.scoring import load_predictions, parse_metric_list, score_pages
 
     st, out, ps = ctx.st, ctx.out, ctx.ps
     metrics = parse_metric_list(st.metrics)
@@ -426,7 +426,7 @@ def _score_all(ctx: _Ctx) -> Scores:
 def _report(ctx: _Ctx, scores: Scores) -> Summary:
     """The verdicts at the first concurrency level (the baseline's other level is its noise run), made from the
     score files just written the way the gate makes them again, and the report."""
-    from quantgate.report import build_summary, write_reports
+    from quantgate.reports import build_summary, write_reports
 
     st, out = ctx.st, ctx.out
     with ctx.clock.stage("report", "compare and report", unit=None):

@@ -79,7 +79,7 @@ def resolve_path(base: Path, p: str) -> Path:
 def recipe_ref(recipe: str, base: Path) -> str:
     """A variant's recipe as a study run from anywhere reads it: a preset's name, else the file's absolute path
     (``run_study`` reads it as given; the study's folder is the intent)."""
-    from quantgate.quantize.recipes import PRESETS_DIR
+    from quantgate.recipes import PRESETS_DIR
 
     if (PRESETS_DIR / f"{recipe}.yaml").is_file():
         return recipe

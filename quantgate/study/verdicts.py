@@ -1,5 +1,5 @@
 """A study's verdicts, made one way: by the study when it finishes, and again by the gate from the
-files of a finished study folder (``quantgate.study.gate``), so a summary.json can be checked against
+files of a finished study folder (``quantgate.gate.check``), so a summary.json can be checked against
 the score files it claims to rest on.
 
 Page verdicts: each candidate against the baseline at the study's first concurrency level, the

@@ -197,7 +197,7 @@ class Tuner:
         return tf
 
     def _refresh_report(self) -> None:
-        from quantgate.report import load_summary, write_reports
+        from quantgate.reports import load_summary, write_reports
         from quantgate.schema.summary import SUMMARY
 
         if (self.out / SUMMARY).is_file():

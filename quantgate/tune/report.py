@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.report.html import COLOR, WORD, figure_svg, template_env
-from quantgate.report.sections import register_section
+from quantgate.reports.html import COLOR, WORD, figure_svg, template_env
+from quantgate.reports.sections import register_section
 from quantgate.schema.base import parse_record
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.schema.tune import Measured, TuneFile

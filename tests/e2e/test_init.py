@@ -17,7 +17,7 @@ def _qg(*args, **kw):
 
 @pytest.fixture(scope="module")
 def reader_pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     d = tmp_path_factory.mktemp("init") / "pages"
     synth_pages(d, 6, seed=3, profile="reader", calibration_fraction=0.2)

@@ -12,8 +12,8 @@ import shutil
 import pytest
 from PIL import Image, ImageDraw
 
-from quantgate.report import load_summary, write_reports
-from quantgate.score.olmocr_math import chromium
+from quantgate.reports import load_summary, write_reports
+from quantgate.scoring.olmocr_math import chromium
 from tests.support.study_folder import finished_study
 
 CJK_TRUTH = "# 第一章 量化模型的评估\n\n本页测试中文字符的渲染。日本語のかなも表示される。\n"

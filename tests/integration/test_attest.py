@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from quantgate.study.attest import ATTESTATION, PREDICATE_TYPE, folder_resources, keygen, root_digest
+from quantgate.gate.attest import ATTESTATION, PREDICATE_TYPE, folder_resources, keygen, root_digest
 from tests.support.cli import run_cli as _cli
 from tests.support.study_folder import finished_study
 

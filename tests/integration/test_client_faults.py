@@ -219,7 +219,7 @@ def test_schema_1_records_still_read():
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("faults") / "pages"
     synth_pages(out, 3, seed=5, profile="simple", calibration_fraction=0.0)

@@ -8,8 +8,8 @@ import pytest
 
 from quantgate.errors import InputError
 from quantgate.quantize import make_plan, quantize
-from quantgate.quantize.recipes import load_recipe
 from quantgate.quantize.verify import verify_checkpoint
+from quantgate.recipes import load_recipe
 from quantgate.study.demo import READER
 
 DELTANET = ("in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b", "out_proj")

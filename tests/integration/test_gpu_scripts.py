@@ -260,7 +260,7 @@ def test_batch_invariance_with_speculative_servers_against_the_stand_in_vllm(tmp
     is identical here): four servers with the right flags and environment, each compared at c=1."""
     import shlex
 
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     bi = _load_session("batch_invariance")
     model = tmp_path / "model"

@@ -42,7 +42,7 @@ def llava(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pageset(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("hostile") / "pages"
     synth_pages(out, 6, seed=5, profile="simple", calibration_fraction=0.5)
@@ -69,7 +69,7 @@ class _Payload:
 @pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "weights.pth", "x.pkl", "last.ckpt"])
 def test_pickle_files_next_to_safetensors_are_refused(llava, tmp_path, name):
     from quantgate.quantize import make_plan
-    from quantgate.quantize.recipes import load_recipe
+    from quantgate.recipes import load_recipe
 
     m = _copy(llava, tmp_path / "m")
     (m / name).write_bytes(pickle.dumps(_Payload(tmp_path / "marker")))
@@ -211,8 +211,8 @@ def _png(path: Path, color=0):
 
 
 def test_pages_import_refuses_links_out_of_their_folder(tmp_path):
+    from quantgate.heldout.importer import ImportOptions, import_pages
     from quantgate.io.pageset import load_pageset
-    from quantgate.pages.importer import ImportOptions, import_pages
 
     src, truth = tmp_path / "src", tmp_path / "truth"
     _png(src / "a.png")
@@ -303,7 +303,7 @@ def test_read_jsonl_reports_a_non_utf8_line(tmp_path):
     (None, r"checks\.jsonl: is a folder"),
 ])
 def test_bad_checks_files_name_file_and_line(tmp_path, content, msg):
-    from quantgate.pages.importer import ImportOptions, import_pages
+    from quantgate.heldout.importer import ImportOptions, import_pages
 
     src = tmp_path / "src"
     _png(src / "a_pg1.png")
@@ -320,7 +320,7 @@ def test_bad_checks_files_name_file_and_line(tmp_path, content, msg):
 
 
 def test_checks_file_without_final_newline_is_read(tmp_path):
-    from quantgate.pages.importer import ImportOptions, import_pages
+    from quantgate.heldout.importer import ImportOptions, import_pages
 
     _png(tmp_path / "src" / "a_pg1.png")
     checks = tmp_path / "checks.jsonl"

@@ -10,7 +10,7 @@ import shutil
 
 import yaml
 
-from quantgate.study import gate
+from quantgate.gate import gate
 from tests.support.stub_study import run, study_yaml
 
 
@@ -30,7 +30,7 @@ def _lm(summary):
 
 
 def test_a_moved_unfinished_study_with_lmeval_resumes_and_gates(tmp_path):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     synth_pages(tmp_path / "outside", 8, seed=2, profile="simple", calibration_fraction=0.0)
     for where, pages in (("inside", None), ("outside", tmp_path / "outside")):

@@ -135,7 +135,7 @@ def _scheme(preset: str) -> dict:
 
 
 def test_scheme_format_names_every_quantgate_preset():
-    from quantgate.quantize.recipes.model import PRESET
+    from quantgate.recipes.model import PRESET
 
     for fmt, preset in PRESET.items():
         assert scheme_format(_scheme(preset)) == fmt

@@ -18,7 +18,7 @@ from tests.support.stub_study import run, study_yaml
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     root = tmp_path_factory.mktemp("pagecopy")
     synth_pages(root / "pages", 10, seed=4, profile="simple", calibration_fraction=0.0)

@@ -14,8 +14,8 @@ from PIL import Image
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
 from quantgate.quantize import make_plan, quantize
-from quantgate.quantize.recipes import list_presets, load_recipe
 from quantgate.quantize.verify import verify_checkpoint
+from quantgate.recipes import list_presets, load_recipe
 from tests.support import fixtures
 
 PRESETS = ["bf16", "fp8-dynamic", "nvfp4", "nvfp4a16", "mixed", "harmful-all-nvfp4"]

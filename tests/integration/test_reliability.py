@@ -36,7 +36,7 @@ class StubBackend(Backend):
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("rel") / "pages"
     synth_pages(out, 8, seed=2, profile="simple", calibration_fraction=0.0)
@@ -112,7 +112,7 @@ def test_write_failure_keeps_what_was_written(pages, variant, tmp_path, monkeypa
 def test_pdf_with_too_many_pages_is_refused(tmp_path):
     import pypdfium2 as pdfium
 
-    from quantgate.pages.importer import ImportOptions, import_pages
+    from quantgate.heldout.importer import ImportOptions, import_pages
 
     pdf = pdfium.PdfDocument.new()
     for _ in range(30):
@@ -134,7 +134,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 @SETTINGS
 @given(body=st.dictionaries(st.sampled_from(["name", "rules", "allow_vision", "calibration", "x"]), json_values, max_size=5))
 def test_recipe_parser_property(tmp_path, body):
-    from quantgate.quantize.recipes import load_recipe
+    from quantgate.recipes import load_recipe
 
     f = tmp_path / "r.yaml"
     f.write_text(yaml.safe_dump(body))

@@ -19,7 +19,7 @@ CANDIDATES = {"same": 0.0, "bad": 0.6}
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A finished stub study (12 pages, bf16 + two candidates) and its summary; each test works on a copy."""
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     root = tmp_path_factory.mktemp("resume")
     synth_pages(root / "pages", 12, seed=5, profile="simple", calibration_fraction=0.0)

@@ -155,7 +155,7 @@ def test_int2_warns_about_vllm_and_can_be_left_out():
 
 @pytest.fixture(scope="module")
 def reader_pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("sens") / "pages"
     synth_pages(out, 14, seed=11, calibration_fraction=0.3, profile="reader")
@@ -250,8 +250,8 @@ def test_measured_damage_and_bytes_match_a_real_llmcompressor_checkpoint(reader_
 
     from quantgate.quantize import quantize
     from quantgate.quantize.classify import list_modules
-    from quantgate.quantize.recipes import to_llmcompressor
     from quantgate.quantize.verify import read_safetensors_header
+    from quantgate.recipes import to_llmcompressor
     from quantgate.sensitivity.fakequant import FormatSession, oneshot_norms
     from quantgate.sensitivity.groups import assignment_recipe
 
@@ -286,7 +286,7 @@ def test_measured_damage_and_bytes_match_a_real_llmcompressor_checkpoint(reader_
 
 def test_replaying_upstream_outputs_changes_no_number(bf16_reader, reader_pages):
     from quantgate.quantize.classify import list_modules
-    from quantgate.quantize.recipes import to_llmcompressor
+    from quantgate.recipes import to_llmcompressor
     from quantgate.sensitivity.analyze import _replay_plan
     from quantgate.sensitivity.fakequant import FormatSession
     from quantgate.sensitivity.groups import build_groups, resolve_assignment
@@ -350,8 +350,8 @@ def test_rerun_resumes_adds_formats_and_refuses_other_inputs(reader_sens, reader
 
 def test_recommended_recipe_plans_and_quantizes_unchanged(reader_sens, tmp_path):
     from quantgate.quantize import make_plan, quantize
-    from quantgate.quantize.recipes import load_recipe
     from quantgate.quantize.verify import read_safetensors_header
+    from quantgate.recipes import load_recipe
 
     out, res = reader_sens
     t = res.table()
@@ -383,7 +383,7 @@ def test_recommended_recipe_plans_and_quantizes_unchanged(reader_sens, tmp_path)
 
 
 def test_bad_input_is_one_clear_error(reader_sens, tmp_path):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out, _ = reader_sens
     q = [sys.executable, "-m", "quantgate"]

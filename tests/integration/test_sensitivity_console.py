@@ -10,7 +10,7 @@ from quantgate.study.demo import READER
 
 
 def test_thin_calibration_is_said_and_library_output_goes_to_the_log(tmp_path):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     pages = tmp_path / "pages"
     synth_pages(pages, 2, seed=5, calibration_fraction=1.0, profile="reader")  # every page

@@ -29,7 +29,7 @@ def _stub(tmp_path, *extra):
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("serve") / "pages"
     synth_pages(out, 6, seed=5, profile="simple", calibration_fraction=0.0)

@@ -14,7 +14,7 @@ from tests.support.stub_study import run, study_yaml
 def test_a_fully_failed_level_stops_the_study_with_one_line_and_no_verdict(tmp_path):
     import pytest
 
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     synth_pages(tmp_path / "pages", 6, seed=3, profile="simple", calibration_fraction=0.0)
     study = study_yaml(tmp_path / "study.yaml", tmp_path / "pages", {"down": 0.0}, min_pages=3, concurrency=[1])

@@ -69,7 +69,8 @@ def _timings(out: Path) -> list[dict]:
 
 
 def test_tp_variants_are_placed_in_waves_recorded_and_judged_beside_the_noise_of_their_layout(tmp_path, fake_quantize):
-    from quantgate.study import gate, run_study
+    from quantgate.gate import gate
+    from quantgate.study import run_study
 
     out = tmp_path / "out"
     rep = run_study(_study(tmp_path, VARIANTS), out, log=lambda s: None)

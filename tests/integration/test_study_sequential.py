@@ -28,7 +28,7 @@ SMALL = {"min_pages": 10, "min_documents": 10, "worst_page_damage": {"ned": 0.02
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("seq") / "pages"
     synth_pages(out, 80, seed=3, profile="simple", calibration_fraction=0.0)
@@ -52,9 +52,9 @@ def _gate_code(rows):
     """What the gate's exit code must be for these verdicts: 1 for a Holm-confirmed regression (or a loss of
     equivalence), else 2 when any is undecided. At 20 pages the document-level interval (issue 27: Student-t on
     documents − 1 degrees of freedom) leaves a clear look-1 regression unconfirmed after Holm over six rows."""
+    from quantgate.gate.check import INCONCLUSIVE, PASS, REGRESSION
     from quantgate.judge.family import confirmed
     from quantgate.schema.summary import VariantVerdict
-    from quantgate.study.gate import INCONCLUSIVE, PASS, REGRESSION
 
     vs = [VariantVerdict.model_validate(r) for r in rows]
     if all(v.verdict == "within_noise" for v in vs):
@@ -143,7 +143,7 @@ def test_gate_recomputes_the_sequential_verdicts(studies, tmp_path):
     follows them; a stopping point edited in summary.json, or a verdict edited to match, is exit 3."""
     import shutil
 
-    from quantgate.study.gate import INVALID, PASS, gate
+    from quantgate.gate.check import INVALID, PASS, gate
 
     out, _, _, _ = studies
     code, lines = gate(out)
@@ -290,7 +290,7 @@ def test_default_block_is_four_looks(pages, tmp_path):
 def test_equivalence_sequential_study_and_its_gate(pages, tmp_path):
     """test: equivalence runs sequentially too: the decision records the test, identical outputs pass at the
     first look, a clear loss is decisive before the budget, and the gate remakes the same verdicts."""
-    from quantgate.study.gate import gate
+    from quantgate.gate.check import gate
 
     y = study_yaml(tmp_path / "s.yaml", pages, {"same": 0.0, "bad": 0.6}, sequential=SEQ, test="equivalence", **SMALL)
     rep = run(y, tmp_path / "out")

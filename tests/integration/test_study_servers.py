@@ -173,7 +173,7 @@ def test_all_at_once_with_a_gpu_per_variant_needs_no_memory_split(tmp_path):
 def test_a_run_served_with_other_server_flags_or_env_is_not_resumed(tmp_path, fake_quantize):
     """A rerun whose variant gained --kv-cache-dtype fp8 (or a server_env) reused every record served without
     it: the 'FP8 KV cache' variant was judged on BF16-cache pages. The run's flags and env are now its identity."""
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
     from quantgate.schema.run import ServerLayout
     from quantgate.serve import serve_variant
     from quantgate.serve.backends import make_backend

@@ -105,8 +105,8 @@ def test_preemptions_are_counted_per_level_from_the_servers_counter_and_shown(tm
     while 2 are in flight is preempted) measures recomputation too; the count comes from vLLM's own counter on
     /metrics, read before and after each send, is kept per level in run.json and summary.json, said in the report
     and bound by the gate (a summary that hides it is refused)."""
+    from quantgate.gate.check import INVALID, gate
     from quantgate.study import run_study
-    from quantgate.study.gate import INVALID, gate
 
     out = tmp_path / "out"
     small_cache = {"FAKE_VLLM_TOKEN_S": "0.02", "FAKE_VLLM_KV_SEQS": "2"}

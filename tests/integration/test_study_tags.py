@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from quantgate.study.gate import INCONCLUSIVE, INVALID, REGRESSION, gate
+from quantgate.gate.check import INCONCLUSIVE, INVALID, REGRESSION, gate
 from tests.support.stub_study import run, study_yaml
 
 N, ZH, FR = 40, range(0, 6), 39  # pages 0-5 Chinese, 39 French, the rest English
@@ -20,7 +20,7 @@ SETTINGS = dict(verdicts_by_tag=["language"], metrics=["ned"], margins={"ned": 0
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     root = tmp_path_factory.mktemp("tags")
     synth_pages(root / "pages", N, seed=7, profile="simple", calibration_fraction=0.0)

@@ -13,8 +13,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from quantgate.score import olmocr_math
-from quantgate.score.olmocr_checks import run_check
+from quantgate.scoring import olmocr_math
+from quantgate.scoring.olmocr_checks import run_check
 
 from . import upstream_olmocr
 from .test_olmocr_checks import SYSTEMS, outputs, sample_checks

@@ -113,7 +113,7 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
     it reads on the pages it changes (0: identical outputs); the baseline's noise run changes a few
     pages by a little. ``overrides``: study fields (margins, min_pages, test, ``speed`` for speed waves, ...)."""
     from quantgate.io.scores import write_scores
-    from quantgate.report import build_summary, write_reports
+    from quantgate.reports import build_summary, write_reports
     from quantgate.schema.base import parse_record
     from quantgate.study.spec import Study
     from quantgate.study.verdicts import score_file, speed_intervals, study_verdicts, verdict_inputs

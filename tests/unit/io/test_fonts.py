@@ -7,8 +7,8 @@ import json
 import pytest
 
 from quantgate.errors import QuantgateError
+from quantgate.heldout import synth
 from quantgate.io import fonts
-from quantgate.pages import synth
 
 
 def test_lookup_order_env_then_debian_then_matplotlib(monkeypatch, tmp_path):

@@ -222,7 +222,7 @@ def test_equivalence_fails_a_suspiciously_better_candidate():
 def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import write_scores
-    from quantgate.score import get_metric, score_pages
+    from quantgate.scoring import get_metric, score_pages
 
     ps = load_pageset(synth_pageset)
     pages = ps.split("all")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from quantgate.quantize.recipes import ModuleInfo, load_recipe, resolve
+from quantgate.recipes import ModuleInfo, load_recipe, resolve
 from tests.support.paths import REPO
 
 DECODER = ("attention", "linear_attention", "mlp")

@@ -10,7 +10,7 @@ import pytest
 
 from quantgate.errors import InputError
 from quantgate.quantize.calibrate import calibration_samples
-from quantgate.quantize.recipes import load_recipe
+from quantgate.recipes import load_recipe
 from tests.support.paths import REPO
 
 READER = REPO / "quantgate" / "assets" / "reader"
@@ -20,7 +20,7 @@ READER = REPO / "quantgate" / "assets" / "reader"
 def pages_and_processor(tmp_path_factory):
     from transformers import AutoProcessor
 
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("cal") / "pages"
     synth_pages(out, 8, seed=3, calibration_fraction=1.0, profile="doc")

@@ -249,7 +249,7 @@ def _stub_command(*extra):
 
 @pytest.fixture(scope="module")
 def stub_pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("ext") / "pages"
     synth_pages(out, 4, seed=7, profile="simple", calibration_fraction=0.0)

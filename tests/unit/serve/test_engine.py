@@ -124,7 +124,7 @@ def test_transformers_settings_are_what_it_was_started_with():
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
-    from quantgate.pages.synth import synth_pages
+    from quantgate.heldout.synth import synth_pages
 
     out = tmp_path_factory.mktemp("engine") / "pages"
     synth_pages(out, 3, seed=5, profile="simple", calibration_fraction=0.0)

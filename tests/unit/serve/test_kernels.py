@@ -222,8 +222,8 @@ def _with_kernels(out: Path, name: str, log: str, env: dict) -> None:
 
 
 def test_runs_that_differ_only_in_kernels_differ_in_summary_and_report(tmp_path):
-    from quantgate.report import build_summary, load_summary, write_reports
-    from quantgate.report.engine import engine_table
+    from quantgate.reports import build_summary, load_summary, write_reports
+    from quantgate.reports.engine import engine_table
     from quantgate.study.spec import Study
     from quantgate.study.verdicts import study_verdicts, verdict_inputs
     from tests.support.study_folder import finished_study

@@ -69,7 +69,7 @@ def test_a_run_against_the_stand_in_vllm_writes_one_step_profile_per_level(varia
 
 def test_the_cli_verb_profiles_each_variant_and_keeps_the_profiles_when_no_table_can_be_built(
         variant, tmp_path, synth_pageset, monkeypatch, capsys):
-    from quantgate.cli.main import main
+    from quantgate.cli import main
 
     monkeypatch.setenv("FAKE_VLLM_TOKEN_S", "0.02")
     out = tmp_path / "cost"

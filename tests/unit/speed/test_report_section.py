@@ -75,7 +75,7 @@ def test_a_study_without_profiles_gets_no_section(study):
 def test_speed_profile_into_a_study_rewrites_its_report(study):
     """``speed-profile -o STUDY/speed``: the bandwidth recorded, the levels already profiled kept (no server
     started), and the study's report.md / report.html written again with the section."""
-    from quantgate.cli.main import main
+    from quantgate.cli import main
 
     for v in ("bf16", "fp8-all"):
         (study / "variants" / v).mkdir(parents=True)

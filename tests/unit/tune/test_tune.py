@@ -293,7 +293,7 @@ def test_report_md_has_the_trials_table_and_html_the_heat_map_and_damage_plot(se
 
 
 def test_the_study_report_carries_the_tune_section(setup):
-    from quantgate.report import load_summary, write_reports
+    from quantgate.reports import load_summary, write_reports
     from tests.support.study_folder import finished_study
 
     tmp, study, sens = setup

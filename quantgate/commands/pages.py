@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from quantgate.commands._args import (
+    existing_path,
+    nonnegative_int,
+    page_size,
+    positive_float,
+    positive_int,
+    print_json,
+    unit_interval,
+)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("pages", help="page sets: import, synth, check, stats",
+                       description="Build and inspect page sets (pages.jsonl + PNG images + truth).")
+    ps = p.add_subparsers(dest="pages_verb", metavar="ACTION", required=True, parser_class=type(p))
+
+    i = ps.add_parser("import", help="import images/PDFs (+ truth, checks) into a page set",
+                      description="Import PNG/JPEG/TIFF/WebP images, folders of them and PDFs (every page rendered, "
+                      "~4 MP by default). Page ids: file stem, or <stem>_pg<N> for PDF pages (olmOCR-bench naming). "
+                      "Each page belongs to a document: its PDF; for images, --document-pattern's first group in the "
+                      "file name, else the sub-folder, else the image alone. Splits documents into calibration and "
+                      "heldout by a seeded hash of the document, so no document is in both.")
+    i.add_argument("sources", nargs="+", type=existing_path, metavar="SRC")
+    i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
+    i.add_argument("--truth", type=existing_path, help="folder of <id>.md or <id>.txt ground-truth files, or OmniDocBench's JSON "
+                   "(layout_dets; page id = image file stem) for the omnidoc_* metrics as well")
+    i.add_argument("--checks", type=existing_path, action="append",
+                   help="olmOCR-bench style JSONL of fact checks; repeat for several files (olmOCR-bench ships one "
+                   "per check type)")
+    g = i.add_mutually_exclusive_group()
+    g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")
+    g.add_argument("--megapixels", type=positive_float, default=4.0, help="render PDF pages to about this size (default 4)")
+    i.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
+                   help="share of pages for calibration, in [0, 1) (default 0.2)")
+    i.add_argument("--seed", type=nonnegative_int, default=0, help="split seed, >= 0 (default 0)")
+    i.add_argument("--document-pattern", metavar="REGEX", help="group images into documents by this regular "
+                   "expression, searched in each file name: its first group names the document (e.g. '^(.+)_p[0-9]+'); "
+                   "every image name must match. Default: the sub-folder, else each image its own document")
+    i.add_argument("--tag", action="append", default=[], help="tag every imported page (repeatable)")
+    i.add_argument("--max-pixels", type=positive_int, default=64_000_000, help="refuse images larger than this (default 64e6)")
+    i.add_argument("--max-pdf-pages", type=positive_int, default=2000, help="refuse PDFs with more pages (default 2000)")
+    i.add_argument("--overwrite", action="store_true", help="replace an existing non-empty output folder")
+    i.add_argument("--follow-outside-links", action="store_true", help="copy truth files and images in a source "
+                   "folder that are links to files outside their folder (with a warning) instead of refusing them")
+    i.set_defaults(func=cmd_import)
+
+    s = ps.add_parser("synth", help="render synthetic pages with exact markdown truth",
+                      description="Render N synthetic markdown documents (headings, paragraphs, lists, tables, "
+                      "numbers; several fonts and sizes; light noise) to page images. Deterministic for a seed.")
+    s.add_argument("-o", "--output", required=True, type=Path)
+    s.add_argument("--n", type=positive_int, default=50, help="number of pages (default 50)")
+    s.add_argument("--seed", type=nonnegative_int, default=0, help="page seed, >= 0 (default 0)")
+    s.add_argument("--pages-per-document", type=positive_int, default=1, metavar="K", help="pages per synthetic "
+                   "document, split together (default 1: each page its own document); the last may have fewer")
+    s.add_argument("--profile", choices=["doc", "simple", "reader"], default="doc",
+                   help="doc: full pages; simple: a heading and one short block; reader: a heading and a short "
+                   "paragraph in monospace on a 32-px grid (what the bundled tiny reader model learned)")
+    s.add_argument("--calibration-fraction", type=unit_interval, default=0.2, help="share of pages for "
+                   "calibration, in [0, 1) (default 0.2)")
+    s.add_argument("--noise", type=unit_interval, default=0.03, help="pixel noise, as a fraction of full scale, in [0, 1] "
+                   "(default 0.03)")
+    s.add_argument("--page-size", type=page_size, help="fixed page size WxH in pixels, e.g. 1700x2400 (about 4 MP, "
+                   "a letter page at 200 dpi) for speed runs; text scales with the width")
+    s.add_argument("--overwrite", action="store_true")
+    s.set_defaults(func=cmd_synth)
+
+    c = ps.add_parser("check", help="verify hashes, files, encodings and calibration/heldout leakage")
+    c.add_argument("pageset", type=existing_path)
+    c.set_defaults(func=cmd_check)
+
+    st = ps.add_parser("stats", help="counts per split and tag, truth length, image sizes")
+    st.add_argument("pageset", type=existing_path)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_stats)
+
+
+def _progress(total: int | None, desc: str):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="page", file=sys.stderr, disable=None)
+    return bar, (lambda _pid: bar.update(1))
+
+
+def cmd_import(a: argparse.Namespace) -> int:
+    from PIL import Image
+
+    from quantgate.heldout.importer import ImportOptions, import_pages
+
+    # PIL's decompression-bomb guard is process-wide: this process imports pages, so it guards at --max-pixels
+    Image.MAX_IMAGE_PIXELS = a.max_pixels
+
+    with tempfile.TemporaryDirectory(prefix="quantgate-omnidoc-truth.") as staged:
+        truth = a.truth
+        if truth is not None and truth.is_file() and truth.suffix.lower() == ".json":
+            from quantgate.scoring.omnidoc.truth import write_truth_files
+
+            # OmniDocBench's JSON, checked whole before any page is imported, as the truth folder it stands for
+            write_truth_files(truth, Path(staged))
+            truth = Path(staged)
+        opts = ImportOptions(truth_dir=truth, checks_file=a.checks, dpi=a.dpi, megapixels=a.megapixels,
+                             calibration_fraction=a.calibration_fraction, seed=a.seed, max_pixels=a.max_pixels,
+                             max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
+                             document_pattern=a.document_pattern)
+        bar, cb = _progress(None, "importing")
+        try:
+            rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)
+        finally:
+            bar.close()
+    for w in rep.warnings:
+        print(f"warning: {w.replace(staged, str(a.truth))}", file=sys.stderr)
+    print(f"{a.output}: {rep.n_pages} pages ({rep.n_truth} with truth, {rep.n_checks} checks, "
+          f"{rep.n_neither} with neither)")
+    return 0
+
+
+def cmd_synth(a: argparse.Namespace) -> int:
+    from quantgate.heldout.synth import synth_pages
+
+    bar, cb = _progress(a.n, "rendering")
+    try:
+        synth_pages(a.output, a.n, seed=a.seed, calibration_fraction=a.calibration_fraction, profile=a.profile,
+                    noise=a.noise, overwrite=a.overwrite, page_size=a.page_size,
+                    pages_per_document=a.pages_per_document, progress=cb)
+    finally:
+        bar.close()
+    docs = -(-a.n // a.pages_per_document)
+    print(f"{a.output}: {a.n} synthetic pages in {docs} document(s) (seed {a.seed}, profile {a.profile})")
+    return 0
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    from quantgate.errors import InputError
+    from quantgate.heldout.check import check_pageset
+    from quantgate.io.pageset import load_pageset
+
+    ps = load_pageset(a.pageset)
+    problems = check_pageset(ps)
+    for pr in problems:
+        print(pr, file=sys.stderr)
+    if problems:
+        raise InputError(f"{a.pageset}: {len(problems)} problem(s), listed above")
+    print(f"{a.pageset}: {len(ps.pages)} pages OK (hashes, files, encodings, no leakage between splits)")
+    return 0
+
+
+def cmd_stats(a: argparse.Namespace) -> int:
+    from quantgate.heldout.check import pageset_stats
+    from quantgate.io.pageset import load_pageset
+
+    st = pageset_stats(load_pageset(a.pageset)).model_dump()
+    if a.json:
+        print_json(st)
+    else:
+        for k, v in st.items():
+            print(f"{k:>20}: {v}")
+    return 0

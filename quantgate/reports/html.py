@@ -1,0 +1,179 @@
+"""report.html: one self-contained file (inline SVG plots, no scripts, no network), rendered by
+Jinja2 with autoescape from ``templates/report.html``: every text from the study, the pages or a
+model output is escaped by the template engine, never by hand."""
+
+from __future__ import annotations
+
+import difflib
+import io
+from pathlib import Path
+
+from quantgate.reports.engine import engine_notes, engine_table, kernels_text
+from quantgate.reports.numerics import numerics_rows
+from quantgate.reports.speed import pareto_variants, report_notes, slo_text, speedup_text, throughput_lines
+from quantgate.reports.worst import FOLD_CHARS, FULL_PX, diffable, no_worst_lines, page_image
+from quantgate.schema.summary import Summary
+
+# Words, not emoji: a headless browser or a mail client without an emoji font shows boxes.
+WORD = {"within_noise": "within noise", "regression": "REGRESSION", "inconclusive": "inconclusive",
+        "not_equivalent": "NOT EQUIVALENT"}
+COLOR = {"within_noise": "tab:green", "regression": "tab:red", "not_equivalent": "tab:red", "inconclusive": "tab:orange"}
+
+
+def figure_svg(fig) -> str:
+    """A matplotlib figure as inline SVG (no metadata)."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    s = buf.getvalue()
+    s = s[s.index("<svg"):]
+    a, b = s.find("<metadata>"), s.find("</metadata>")
+    return s[:a] + s[b + len("</metadata>"):] if a >= 0 and b > a else s
+
+
+def _font_context():
+    """matplotlib's fonts for the plots: DejaVu Sans, then a CJK font (io.fonts) for what DejaVu lacks, so a
+    Chinese or Japanese label is drawn, not boxes; without a CJK font, matplotlib's defaults."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    from quantgate.io.fonts import cjk_font
+
+    path = cjk_font()
+    if path is None:
+        return matplotlib.rc_context()
+    font_manager.fontManager.addfont(str(path))
+    name = font_manager.FontProperties(fname=str(path)).get_name()
+    return matplotlib.rc_context({"font.family": ["DejaVu Sans", name]})
+
+
+def _plots(r: Summary) -> list[tuple[str, str]]:
+    with _font_context():
+        return _figures(r)
+
+
+def _figures(r: Summary) -> list[tuple[str, str]]:
+    # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
+    from matplotlib.figure import Figure
+
+    out = []
+    metric = r.study["metrics"][0]
+    vs = [v for v in r.verdicts if v.metric == metric]
+    if vs:
+        fig = Figure(figsize=(5.2, 0.5 + 0.45 * len(vs)))
+        ax = fig.subplots()
+        sign = 1 if vs[0].higher_is_better else -1
+        # the margin on the bad side of zero (and the other side for equivalence), per row: each verdict's own
+        for i, v in enumerate(vs):
+            bad = -sign * v.margin
+            ax.plot([bad, bad], [i - 0.35, i + 0.35], color="tab:red", lw=1.2, label="declared margin" if i == 0 else None)
+            if v.test == "equivalence":
+                ax.plot([-bad, -bad], [i - 0.35, i + 0.35], color="tab:red", lw=1.2)
+            if v.noise_floor is not None:
+                ax.plot([-v.noise_floor, v.noise_floor], [i, i], color="#bbb", lw=9, solid_capstyle="butt",
+                        label="noise floor (baseline vs itself)" if i == 0 else None, zorder=1)
+        ax.axvline(0, color="#888", lw=0.8)
+        for i, v in enumerate(vs):
+            ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
+            ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
+        ax.set_yticks(range(len(vs)), [v.label for v in vs])
+        bars = (f"one-sided {1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)" if not r.study.get("sequential")
+                else "bounds at the nominal level of the look each was decided at")
+        ax.set_xlabel(f"Δ {metric} vs {r.baseline} ({'higher' if sign > 0 else 'lower'} is better); bars: {bars}")
+        ax.legend(loc="best", fontsize=8)
+        out.append(("Verdicts", figure_svg(fig)))
+    c0 = str(r.compare_level)
+    pts = []
+    base_mean = vs[0].baseline_mean if vs else None
+    placed, _ = pareto_variants(r)  # a variant run on BF16 kernels has no quantized speed to place
+    for v in placed:
+        lv = next((x for x in v.levels if str(x.concurrency) == c0), None)
+        acc = base_mean if v.name == r.baseline else next((x.candidate_mean for x in vs if x.variant == v.name and x.tag is None), None)
+        if lv and acc is not None:
+            pts.append((v.name, lv.pages_per_s, acc))
+    if len(pts) >= 2:
+        hib = vs[0].higher_is_better if vs else True
+        front = [p for p in pts if not any((q[1] >= p[1] and (q[2] >= p[2] if hib else q[2] <= p[2])) and q != p
+                                          and (q[1] > p[1] or q[2] != p[2]) for q in pts)]
+        fig = Figure(figsize=(5.2, 3.6))
+        ax = fig.subplots()
+        for name, x, y in pts:
+            ax.plot([x], [y], "o", color="tab:blue" if (name, x, y) in front else "tab:gray")
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        fr = sorted(front, key=lambda p: p[1])
+        ax.plot([p[1] for p in fr], [p[2] for p in fr], "--", color="tab:blue", lw=1, label="Pareto front")
+        ax.set_xlabel(f"pages/s at concurrency {c0}")
+        ax.set_ylabel(f"{metric} ({'higher' if hib else 'lower'} is better)")
+        ax.legend(fontsize=8)
+        out.append(("Accuracy versus speed", figure_svg(fig)))
+    fig = Figure(figsize=(9, 3.2))
+    a1, a2 = fig.subplots(1, 2)
+    for v in r.variants:
+        xs = [lv.concurrency for lv in v.levels]
+        a1.plot(xs, [lv.pages_per_s for lv in v.levels], "o-", label=v.name)
+        a2.plot(xs, [lv.latency_s.get("p90") or 0 for lv in v.levels], "o-", label=v.name)
+    a1.set_xlabel("concurrency"); a1.set_ylabel("pages/s"); a2.set_xlabel("concurrency"); a2.set_ylabel("p90 latency (s)")  # noqa: E702
+    a2.axhline(r.study["slo_s"], color="tab:red", lw=0.8, ls=":", label="SLO")
+    a1.legend(fontsize=7); a2.legend(fontsize=7)  # noqa: E702
+    out.append(("Throughput and p90 latency against concurrency", figure_svg(fig)))
+    fig = Figure(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
+    ax = fig.subplots()
+    ax.barh([v.name for v in r.variants], [v.weights_bytes / 1e6 for v in r.variants], color="tab:purple")
+    ax.set_xlabel("weights (MB)")
+    out.append(("Checkpoint sizes", figure_svg(fig)))
+    return out
+
+
+def _diff(a: str, b: str) -> list[tuple[str, str]]:
+    """b's text as (op, text) segments against a: ``same``, ``del`` (only in a), ``ins`` (only in b)."""
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    parts = []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            parts.append(("same", b[j1:j2]))
+        else:
+            if i2 > i1:
+                parts.append(("del", a[i1:i2]))
+            if j2 > j1:
+                parts.append(("ins", b[j1:j2]))
+    return parts
+
+
+def template_env(package: str = "quantgate.reports"):
+    """The Jinja2 environment of a package's ``templates/`` folder: autoescaped, strict about undefined names."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    return Environment(loader=PackageLoader(package, "templates"), autoescape=True, undefined=StrictUndefined,
+                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _env():
+    env = template_env()
+    env.filters["num"] = lambda x, spec=".4f": "–" if x is None else format(x, spec)
+    env.filters["kernels"] = kernels_text
+    env.globals.update(word=WORD, diff=_diff, speedup_text=speedup_text, slo_text=slo_text, diffable=diffable)
+    return env
+
+
+def render_html(r: Summary, sections: list | tuple = (), root: Path | None = None) -> str:
+    """``sections``: extra HTML blocks (Markup, already escaped) placed before the provenance — the tune's.
+    ``root``: the study folder, which the worst pages' image paths are relative to."""
+    from markupsafe import Markup
+
+    # matplotlib writes the SVG (and escapes the labels in it): the one markup passed through as is
+    plots = [(title, Markup(svg)) for title, svg in _plots(r)]
+    notes = report_notes(r)
+    from quantgate.reports.budget import budget_rows, sequential_rows
+    from quantgate.reports.markdown import below_minimum, test_line
+
+    engine_cols, engine_rows = engine_table(r)
+    budget, budget_text = budget_rows(r)
+    return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
+                                                     engine_rows=engine_rows, engine_notes=engine_notes(r),
+                                                     numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
+                                                     warn=below_minimum(r), sections=sections,
+                                                     sequential=sequential_rows(r), budget=budget,
+                                                     budget_text=budget_text.replace("**", "").replace("`", ""),
+                                                     throughput=throughput_lines(r), off_front=pareto_variants(r)[1],
+                                                     images={(name, w.page_id): page_image(w, root)
+                                                             for name, rows in r.worst_pages.items() for w in rows},
+                                                     no_worst=no_worst_lines(r), fold_chars=FOLD_CHARS, full_px=FULL_PX)

@@ -1,0 +1,158 @@
+"""The metric registry: each metric's implementation, bound by ``@metric(name)`` to its spec in
+``quantgate.schema.metrics`` (direction, range, declared margin), with what it needs (truth text or checks)
+and its worst value, which empty or missing predictions get (counted, never dropped). The OmniDocBench family
+(``needs="omnidoc"``) reads the page's block-level truth and scores an empty prediction by its own protocol."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from quantgate.errors import InputError
+from quantgate.schema.metrics import FAMILIES, METRICS, MetricSpec
+from quantgate.scoring.normalize import DEFAULT, Normalization
+from quantgate.scoring.tokenize import words
+
+# truth: the page's truth text; checks: its olmOCR checks; omnidoc: its OmniDocBench truth (the JSON record
+# next to the truth, ``io.pageset.OMNIDOC_SUFFIX``, else the truth markdown split into blocks).
+Needs = Literal["truth", "checks", "omnidoc"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    spec: MetricSpec
+    needs: Needs
+    worst: float
+    fn: Callable[..., float | None]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.spec.higher_is_better
+
+    @property
+    def margin(self) -> float:
+        return self.spec.margin
+
+    @property
+    def doc(self) -> str:
+        return self.spec.doc
+
+
+REGISTRY: dict[str, Metric] = {}
+
+
+def metric(name: str, *, needs: Needs, worst: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the function below as the implementation of the metric ``name`` declares in
+    ``schema.metrics.METRICS``: ``(pred, truth) -> float | None`` (``None``: not applicable to the page), or
+    ``(pred, checks)`` when it ``needs`` checks."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name not in METRICS:
+            raise ValueError(f"metric {name!r} has no spec in quantgate.schema.metrics.METRICS")
+        if name in REGISTRY:
+            raise ValueError(f"metric {name!r} registered twice")
+        REGISTRY[name] = Metric(METRICS[name], needs, worst, fn)
+        return fn
+
+    return deco
+
+
+def get_metric(name: str) -> Metric:
+    if name not in REGISTRY:
+        raise InputError(f"unknown metric {name!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def parse_metric_list(spec: str | list[str] | None) -> list[Metric]:
+    """Names (or a family's name, e.g. ``omnidoc``) → metrics; none given: every metric outside a family."""
+    names = spec.split(",") if isinstance(spec, str) else (spec or [n for n, m in REGISTRY.items() if not m.spec.family])
+    out: list[Metric] = []
+    for n in (n.strip() for n in names):
+        for name in FAMILIES.get(n, [n] if n else []):
+            if get_metric(name) not in out:
+                out.append(get_metric(name))
+    return out
+
+
+@metric("ned", needs="truth", worst=1.0)
+def _ned(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.normalized_distance(norm(pred), norm(truth))
+
+
+@metric("cer", needs="truth", worst=1.0)
+def _cer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    p, t = norm(pred), norm(truth)
+    return Levenshtein.distance(p, t) / max(len(t), 1)
+
+
+@metric("wer", needs="truth", worst=1.0)
+def _wer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    p, t = words(norm(pred)), words(norm(truth))
+    return Levenshtein.distance(p, t) / max(len(t), 1)
+
+
+@metric("bow_f1", needs="truth", worst=0.0)
+def _bow_f1(pred: str, truth: str, norm: Normalization = Normalization(strip_markdown=True)) -> float:
+    p, t = Counter(words(norm(pred))), Counter(words(norm(truth)))
+    if not p and not t:
+        return 1.0
+    common = sum((p & t).values())
+    if common == 0:
+        return 0.0
+    prec, rec = common / sum(p.values()), common / sum(t.values())
+    return 2 * prec * rec / (prec + rec)
+
+
+@metric("table_teds", needs="truth", worst=0.0)
+def _table_teds(pred: str, truth: str) -> float | None:
+    from quantgate.scoring.tables import table_teds
+
+    return table_teds(pred, truth)
+
+
+@metric("checks", needs="checks", worst=0.0)
+def _checks(pred: str, checks: list[dict]) -> float | None:
+    from quantgate.scoring.olmocr_checks import checks_pass_rate
+
+    return checks_pass_rate(checks, pred)[0] if checks else None
+
+
+def _register_omnidoc() -> None:
+    from quantgate.scoring.omnidoc.adapter import metric_fn
+
+    for name in FAMILIES["omnidoc"]:
+        metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(metric_fn(name))
+
+
+_register_omnidoc()
+
+
+def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict],
+              omnidoc_truth: str | None = None) -> float | None:
+    """None: not applicable to this page (no truth, no checks, no tables; for the OmniDocBench family,
+    nothing of the metric's category in the page's truth)."""
+    if metric.needs == "omnidoc":
+        # The protocol scores an empty prediction itself (every truth block unmatched) and still leaves a
+        # page without the category unscored, so the worst value is never substituted here.
+        return None if omnidoc_truth is None else metric.fn(pred or "", omnidoc_truth)
+    if metric.needs == "truth" and truth is None:
+        return None
+    if metric.needs == "checks" and not checks:
+        return None
+    if pred is None or not pred.strip():
+        if metric.name == "table_teds" and _table_teds("", truth or "") is None:
+            return None
+        return metric.worst
+    return metric.fn(pred, truth) if metric.needs == "truth" else metric.fn(pred, checks)

@@ -1,0 +1,119 @@
+"""Per-page scores: predictions (a run's records, or a folder of files) scored against a page set, one
+:class:`~quantgate.schema.scores.ScoreRow` per page (written and read by ``quantgate.io.scores``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from quantgate.errors import InputError
+from quantgate.io.fileio import read_jsonl
+from quantgate.io.pageset import PageSet
+from quantgate.schema.base import parse_record
+from quantgate.schema.run import RequestRecord
+from quantgate.schema.scores import ScoreRow
+from quantgate.scoring.metrics import Metric, score_one
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a run gave for one page: the model's text (``truncated``: cut at max_tokens, the model's own failure)
+    or, for a request that failed (``failed``: its error), no text — a failure of the server's side or of the
+    page's image, which says nothing about the model."""
+
+    text: str | None
+    truncated: bool = False
+    failed: str | None = None
+
+    @classmethod
+    def of(cls, r: RequestRecord) -> Output:
+        if r.error is not None:
+            return cls(None, failed=f"{r.error_kind or 'unclassified'}: {r.error}")
+        # no error but no text: the model answered with nothing, its own empty output
+        return cls(r.output or "", truncated=r.truncated)
+
+
+Prediction = str | Output | None  # a plain text (a parser's file); None: a request that failed, unclassified
+
+
+def _output(pred: Prediction) -> Output:
+    if isinstance(pred, Output):
+        return pred
+    return Output(None, failed="request failed") if pred is None else Output(pred)
+
+
+def load_predictions(path: Path, ps: PageSet, split: str | None = None,
+                     concurrency: int | None = None) -> dict[str, Prediction]:
+    """page id → its :class:`Output` (a run folder: its ``requests.jsonl``; ``concurrency`` picks one level,
+    default the lowest) or its text (a folder of ``<page_id>.md``/``.txt`` files from any parser)."""
+    path = Path(path)
+    wanted = {p.id for p in ps.split(split)}
+    if (path / "requests.jsonl").is_file():
+        by_level: dict[int, dict[str, Prediction]] = {}
+        for no, obj in read_jsonl(path / "requests.jsonl", repair_torn_tail=False):
+            r = parse_record(RequestRecord, obj, where=f"{path / 'requests.jsonl'}:{no}")
+            by_level.setdefault(r.concurrency, {})[r.page_id] = Output.of(r)
+        if not by_level:
+            raise InputError(f"{path / 'requests.jsonl'}: no requests recorded yet")
+        level = concurrency if concurrency is not None else min(by_level)
+        if level not in by_level:
+            raise InputError(f"{path}: no requests at concurrency {level}; recorded levels: {sorted(by_level)}")
+        preds = {k: v for k, v in by_level[level].items() if k in wanted}
+    elif path.is_dir():
+        preds: dict[str, Prediction] = {}
+        for f in sorted(path.iterdir()):
+            if f.suffix in (".md", ".txt") and f.stem in wanted:
+                try:
+                    preds[f.stem] = f.read_bytes().decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InputError(f"{f}: prediction is not UTF-8") from None
+    else:
+        raise InputError(f"{path}: neither a run folder (requests.jsonl) nor a folder of <page_id>.md/.txt files")
+    if not preds:
+        raise InputError(f"{path}: no predictions match the pages of {ps.root} (split {split or 'all'}); "
+                         "are the file names the page ids?")
+    return preds
+
+
+def model_texts(preds: Mapping[str, Prediction]) -> dict[str, str]:
+    """page id → the model's text, for the pages whose request did not fail (what a whole-set value averages)."""
+    return {pid: out.text or "" for pid, out in ((k, _output(v)) for k, v in preds.items()) if out.failed is None}
+
+
+def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metric], split: str | None = None,
+                progress: Callable[[str], None] | None = None, only: set[str] | None = None) -> list[ScoreRow]:
+    """One row per page of the split (``only``: of these pages of it), with its ``document``. A page with no
+    prediction is scored as empty (worst value) and flagged ``missing``: a parser that wrote nothing failed. A
+    page whose request failed is not scored at all — its row has ``error: "request failed"`` and no metric
+    values, so no verdict pairs it (:func:`not_scored` lists them) — since an HTTP error or a dead server is not
+    the model's output. An output cut at max_tokens is scored as given and flagged ``truncated``."""
+    rows = []
+    for p in ps.split(split):
+        if only is not None and p.id not in only:
+            continue
+        truth = ps.truth_text(p)
+        omnidoc = ps.omnidoc_truth_text(p) if any(m.needs == "omnidoc" for m in metrics) else None
+        if p.id not in preds:
+            row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
+                           **{m.name: score_one(m, None, truth, p.checks, omnidoc) for m in metrics})
+        else:
+            out = _output(preds[p.id])
+            error: Literal["request failed"] | None = None if out.failed is None else "request failed"
+            text = out.text
+            row = ScoreRow(page_id=p.id, document=p.document, empty=error is None and not (text or "").strip(),
+                           error=error, truncated=out.truncated,
+                           # what compare --exact compares: the text itself, not its score
+                           output_sha256=None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                           **{m.name: None if error else score_one(m, text, truth, p.checks, omnidoc) for m in metrics})
+        rows.append(row)
+        if progress:
+            progress(p.id)
+    return rows
+
+
+def not_scored(rows: list[ScoreRow]) -> list[str]:
+    """The pages left out of every verdict because their request failed (not the model's output)."""
+    return [r.page_id for r in rows if r.error == "request failed"]
