@@ -34,3 +34,18 @@ class DiskFullError(QuantgateError):
     intact (atomic writes, append-only records), the command resumable once space is freed."""
 
     exit_code = 5
+
+
+class UsageError(InputError):
+    """The command line itself is wrong: an unknown flag or name, a command-line path that does not exist, two
+    flags that exclude each other (sysexits' EX_USAGE). Its own code, so a pipeline that tolerates an
+    inconclusive verdict (2) never passes a typo."""
+
+    exit_code = 64
+
+
+class DataError(InputError):
+    """A file that exists but cannot be used as written: malformed JSON/YAML, a wrong field, bytes that are not
+    text (sysexits' EX_DATAERR)."""
+
+    exit_code = 65
