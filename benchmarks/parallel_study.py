@@ -1,5 +1,5 @@
 """Parallel variants (issue 22): the same 4-variant reader study run with its servers one at a time and all at
-once (benchmarks/gpu/session/studies-parallel/*.yaml, run by the GPU session's gpu1.sh), read into one JSON with
+once (lab/2026-12-03-h200-session-scripts/session/studies-parallel/*.yaml, run by the GPU session's gpu1.sh), read into one JSON with
 the keys ``sequential_wall_s`` and ``parallel_wall_s`` (one GPU) and ``parallel_2gpu_wall_s`` (two GPUs), each
 run's time budget (engine starts, generation, quantgate's own overhead share), its server starts, verdicts and
 weight fingerprints, and what else the machine was doing meanwhile (load average, the other GPU job's steps).

@@ -1,5 +1,5 @@
 """Serving options as variants (issue 22): reads a finished ``quantgate study`` whose variants are the same
-weights served with and without a vLLM option (benchmarks/gpu/session/studies/serving_options.yaml) and writes
+weights served with and without a vLLM option (lab/2026-12-03-h200-session-scripts/session/studies/serving_options.yaml) and writes
 one row per option: the per-page exact-match rate of the greedy text against the same weights without the
 option (at every concurrency level, and the option's own c=1 vs c=32), the pages that changed with short
 diffs, the study's verdicts (vs the baseline), the speed at each level and its ratio to the reference, the
@@ -12,7 +12,7 @@ gives rows for what it served; missing parts are ``null`` ("not measured").
 
     python benchmarks/serving_options.py STUDY_DIR [-o serving_options.json] [--session-results R]
     python benchmarks/serving_options.py STUDY_DIR --drop-failed STUDY.yaml --retry-yaml NEW.yaml
-    python benchmarks/serving_options.py - --speculative-numerics benchmarks/gpu/results/2026-12-03-issue30/batchinv
+    python benchmarks/serving_options.py - --speculative-numerics lab/2026-12-03-h200-seven-variant-study/batchinv
         # issue 30 item 7: speculative decoding with and without batch invariance, beside the rows (2026-12-03)
 
 ``--session-results``: the GPU session's results folder (session.json, gpu0/status.jsonl), to name the other

@@ -8,7 +8,7 @@ what bounds every profiled variant (item 5, ``quantgate.speed.explain``).
         # `speed_profile` output (DIR/<variant>/c<C>.profile.json: a launch_order table), after a GPU session
     ... --step-profiles STUDY/speed --study STUDY [--check mixed,fp8-dynamic,nvfp4]
         # and each predicted speed-up against the study's served one (its repeated waves, with their interval)
-    python benchmarks/speed_table_check.py --session benchmarks/gpu/results/2026-12-03-issue30 \
+    python benchmarks/speed_table_check.py --session lab/2026-12-03-h200-seven-variant-study \
         --table-from bf16,fp8-all,nvfp4-all --check mixed,fp8-dynamic,nvfp4 \
         -o benchmarks/results/speed_table_check_issue30.json     # the committed 2026-12-03 H200 study
 
@@ -54,7 +54,7 @@ def committed() -> dict:
     plans["bf16"] = [r.model_copy(update={"format": "bf16"}) for r in plans["fp8-dynamic"]]
     built_from = ["bf16", "fp8-all"]
     table = table_from_profile_json({v: prof[v] for v in built_from}, plans,
-                                    source="benchmarks/results/gpu-2026-11-30/profile.json")
+                                    source="lab/2026-11-30-h200-serving-options/profile.json")
     checks = []
     for v in prof:
         if v in built_from:
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table-from", default="bf16,fp8-all", help="the variants the table is built from")
     ap.add_argument("--study", type=Path, help="a study folder: its measured speed-ups (repeated waves) per level")
     ap.add_argument("--check", help="the recipes predicted, comma-separated (default: every other profiled variant)")
-    ap.add_argument("--session", type=Path, help="a committed GPU session folder (benchmarks/gpu/results/DATE-...): its "
+    ap.add_argument("--session", type=Path, help="a committed GPU session folder (lab/DATE-WHAT): its "
                     "study/speed.tar.gz and study/summary.json.gz, unpacked into a temporary folder, stand for "
                     "--step-profiles and --study")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "speed_table_check.json")

@@ -130,7 +130,7 @@ class EngineSettings(Record):
     # vLLM: seconds from its KV-cache line to the end of its warm-up ("Kernel JIT monitor activated", else the "init
     # engine … took" line): CUDA graph capture, and where a start samples only after the KV cache is made (vLLM
     # 0.26's eager starts) FlashInfer's first build — 93-97 s for the four eager starts that built it together on
-    # 2026-12-03, 1 s with it built (benchmarks/gpu/results/2026-12-03-issue30/flashinfer-wait)
+    # 2026-12-03, 1 s with it built (lab/2026-12-03-h200-seven-variant-study/flashinfer-wait)
     warmup_wait_s: float | None = None
     start_s: float | None = None  # wall seconds from launch to healthy, measured by quantgate
 

@@ -209,7 +209,7 @@ def test_speculative_numerics_rows_from_the_committed_h200_run(tmp_path):
     beside the study's rows of OUT, which are kept."""
     out = tmp_path / "so.json"
     out.write_text(json.dumps({"schema_version": 1, "rows": [{"option": "kept"}]}))
-    bi = REPO / "benchmarks" / "gpu" / "results" / "2026-12-03-issue30" / "batchinv"
+    bi = REPO / "lab" / "2026-12-03-h200-seven-variant-study" / "batchinv"
     assert so.main(["-", "--speculative-numerics", str(bi), "-o", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["rows"] == [{"option": "kept"}]

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-SESSION = REPO / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30"
+SESSION = REPO / "lab" / "2026-12-02-h200-4b-study"
 
 
 def _check():
@@ -64,7 +64,7 @@ def test_the_committed_h200_check_reproduces_from_its_profiles_and_waves(tmp_pat
     three waves each): the check is made again from the committed profiles and request timings and gives the
     committed numbers; the table predicts each decode step within 1 % and the decode part of each served wave
     within 10 %, and the whole served speed-up at c=32 misses by more, the part no decode table sees (prefill)."""
-    dec03 = SESSION.parent / "2026-12-03-issue30"
+    dec03 = SESSION.parent / "2026-12-03-h200-seven-variant-study"
     out = tmp_path / "check.json"
     assert _check().main(["--session", str(dec03), "--table-from", "bf16,fp8-all,nvfp4-all", "--check",
                           "mixed,fp8-dynamic,nvfp4", "-o", str(out)]) == 0

@@ -102,7 +102,7 @@ def build_qwen3_5(out: Path, *, seed: int = 0, max_pixels: int = 512 * 512, text
                   text_overrides: dict | None = None, vision_overrides: dict | None = None,
                   device: str = "cpu") -> Path:
     """The tiny Qwen3.5 VLM; the overrides build other shapes of the same family (the 4B-class speed
-    model in benchmarks/gpu/build_qwen3_5_4b.py), ``device`` initialises the weights there."""
+    model in lab/2026-12-03-h200-session-scripts/build_qwen3_5_4b.py), ``device`` initialises the weights there."""
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3VLProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor

@@ -13,7 +13,7 @@ DECODER = ("attention", "linear_attention", "mlp")
 
 
 def _modules() -> tuple[list[ModuleInfo], int]:
-    path = REPO / "benchmarks" / "results" / "gpu-2026-11-30" / "q4b-fp8-all.quantgate.json.gz"
+    path = REPO / "lab" / "2026-11-30-h200-serving-options" / "q4b-fp8-all.quantgate.json.gz"
     rows = json.loads(gzip.decompress(path.read_bytes()))["plan"]["modules"]
     mods = [ModuleInfo(r["module"], r["kind"], r["layer"], r["shape"][1], r["shape"][0]) for r in rows]
     return mods, 1 + max(m.layer for m in mods if m.layer is not None)

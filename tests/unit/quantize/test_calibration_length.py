@@ -1,5 +1,5 @@
 """Issue 30: nvfp4-all's build was refused by one calibration page of 4,342 tokens against its max_seq_len 4096
-(benchmarks/gpu/results/2026-12-02-issue30/study-nvfp4.log). A page too long is now left out with a warning, the
+(lab/2026-12-02-h200-4b-study/study-nvfp4.log). A page too long is now left out with a warning, the
 build refused only when no page fits; the preset's bound holds the session's ~4 MP pages."""
 
 from __future__ import annotations
@@ -53,6 +53,6 @@ def test_no_page_fitting_refuses_naming_every_page(pages_and_processor):
 
 @pytest.mark.parametrize("preset", ["nvfp4-all", "nvfp4", "mixed", "harmful-all-nvfp4"])  # the calibrated presets
 def test_calibrated_presets_hold_the_page_nvfp4_all_refused(preset):
-    log = (REPO / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30" / "study-nvfp4.log").read_text()
+    log = (REPO / "lab" / "2026-12-02-h200-4b-study" / "study-nvfp4.log").read_text()
     refused = int(re.search(r"(\d+) tokens exceed max_seq_len", log).group(1))
     assert load_recipe(preset).recipe.calibration.max_seq_len >= refused

@@ -64,10 +64,10 @@ def test_committed_manifests_validate_against_their_models(tmp_path):
     import gzip
 
     mans = []
-    for i, gz in enumerate(sorted(REPO.glob("benchmarks/results/**/*quantgate.json.gz"))):
+    for i, gz in enumerate(sorted(REPO.glob("lab/2026-11-*/**/*quantgate.json.gz"))):
         mans.append(tmp_path / f"{i}-{gz.stem}")
         mans[-1].write_bytes(gzip.decompress(gz.read_bytes()))
-    runs = sorted(REPO.glob("benchmarks/results/**/run.json")) + sorted(REPO.glob("training/results/**/run.json"))
+    runs = sorted(REPO.glob("lab/2026-11-*/**/run.json")) + sorted(REPO.glob("training/results/**/run.json"))
     assert len(mans) >= 3 and len(runs) >= 10
     for f in mans:  # older files lack fields added since (they read with their defaults)
         assert read_record_file(VariantManifest, f).model_dump(exclude_unset=True) == json.loads(f.read_text())

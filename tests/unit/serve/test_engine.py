@@ -18,7 +18,7 @@ from tests.support.paths import DATA as TEST_DATA
 from tests.support.paths import REPO
 
 DATA = TEST_DATA / "vllm"
-GPU_RESULTS = REPO / "benchmarks" / "results" / "gpu-2026-11-29b"
+GPU_RESULTS = REPO / "lab" / "2026-11-29-h200-4b-speed"
 FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
 
 
@@ -64,11 +64,11 @@ def test_the_wait_after_the_profiling_run_from_committed_logs():
     from quantgate.serve.backends.vllm import profile_wait_from_log
     from tests.unit.serve.test_kernels import _log
 
-    tar = "gpu-2026-11-30b/parallel_studies.tar.gz:gpu1/studies/"
+    tar = "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/"
     waits = {s: [profile_wait_from_log(_log(f"{tar}{s}/runs/{v}/server.log"))
                  for v in ("bf16", "fp8-dynamic", "mixed", "nvfp4")] for s in ("a_parallel_1gpu", "b_sequential_1gpu")}
     assert waits == {"a_parallel_1gpu": [122.0, 122.0, 122.0, 123.0], "b_sequential_1gpu": [8.0, 1.0, 1.0, 1.0]}
-    runs = REPO / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30" / "study" / "runs"
+    runs = REPO / "lab" / "2026-12-02-h200-4b-study" / "study" / "runs"
     assert [engine_from_log((runs / v / "server.log").read_text()).profile_wait_s
             for v in ("bf16", "fp8-all", "w4a16-all")] == [8.0, 1.0, 1.0]
     assert engine_from_log((GPU_RESULTS / "reader-vllm-bf16" / "server.log").read_text()).profile_wait_s is None
@@ -218,11 +218,11 @@ def test_the_wait_after_the_kv_cache_from_the_committed_flashinfer_phases():
     from quantgate.serve.backends.vllm import warmup_wait_from_log
     from tests.unit.serve.test_kernels import _log
 
-    day = "../gpu/results/2026-12-03-issue30/"
+    day = "2026-12-03-h200-seven-variant-study/"
     phase = {s: warmup_wait_from_log(_log(f"{day}flashinfer-wait/{s}.server.log.gz"))
              for s in ("A-s0", "B-s0", "B-s1", "B-s2", "B-s3")}
     assert phase == {"A-s0": 1.0, "B-s0": 97.0, "B-s1": 96.0, "B-s2": 93.0, "B-s3": 96.0}
-    ninja = (REPO / "benchmarks" / "gpu" / "results" / "2026-12-03-issue30" / "flashinfer-wait" / "B-sampling.ninja_log")
+    ninja = (REPO / "lab" / "2026-12-03-h200-seven-variant-study" / "flashinfer-wait" / "B-sampling.ninja_log")
     link_end_ms = max(int(x.split("\t")[1]) for x in ninja.read_text().splitlines()[1:])
     assert 90_000 < link_end_ms < 100_000  # the build itself: the wait is the build
     study = [engine_from_log(_log(f"{day}study/runs/{v}/server.log.gz")) for v in

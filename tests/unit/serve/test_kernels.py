@@ -16,7 +16,7 @@ from quantgate.schema.run import RunManifest
 from quantgate.serve.kernels import UNATTRIBUTED, gemm_kernel, gemm_time, gemm_time_from_profile, kernels_from_log
 from tests.support.paths import REPO
 
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = REPO / "lab"  # the GPU sessions' committed results
 FP8 = ("CompressedTensorsW8A8Fp8", "CutlassFP8ScaledMMLinearKernel")
 FP4 = ("NVFP4", "MarlinNvFp4LinearKernel")
 
@@ -41,32 +41,32 @@ def _starts(text: str) -> list[str]:
 # What each committed log says, read by hand from the files (grep "Using .*Kernel for\|Selected"): one line per
 # choice per start (vLLM logs each distinct choice once per process); the sweeps' logs hold a cold and a warm start.
 COMMITTED = {
-    "gpu-2026-11-29b/reader-vllm-bf16/server.log": {},
-    "gpu-2026-11-29b/reader-vllm-fp8/server.log": {FP8[0]: {FP8[1]: 1}},
-    "gpu-2026-11-29b/speed/sweep-fp8-dynamic/server.log.gz": {FP8[0]: {FP8[1]: 1}},
-    "gpu-2026-11-29b/speed/sweep-nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 1}},
-    "gpu-2026-11-29b/speed/sweep-mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
-    "gpu-2026-11-30/sweeps/bf16/server.log.gz": {},
-    "gpu-2026-11-30/sweeps/fp8-all/server.log.gz": {FP8[0]: {FP8[1]: 2}},
-    "gpu-2026-11-30/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
-    "gpu-2026-11-30b/sweeps/nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 2}},
-    "gpu-2026-11-30b/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
-    "gpu-2026-11-30/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4/server.log":
+    "2026-11-29-h200-4b-speed/reader-vllm-bf16/server.log": {},
+    "2026-11-29-h200-4b-speed/reader-vllm-fp8/server.log": {FP8[0]: {FP8[1]: 1}},
+    "2026-11-29-h200-4b-speed/speed/sweep-fp8-dynamic/server.log.gz": {FP8[0]: {FP8[1]: 1}},
+    "2026-11-29-h200-4b-speed/speed/sweep-nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 1}},
+    "2026-11-29-h200-4b-speed/speed/sweep-mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
+    "2026-11-30-h200-serving-options/sweeps/bf16/server.log.gz": {},
+    "2026-11-30-h200-serving-options/sweeps/fp8-all/server.log.gz": {FP8[0]: {FP8[1]: 2}},
+    "2026-11-30-h200-serving-options/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-parallel-studies/sweeps/nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-parallel-studies/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4/server.log":
         {FP4[0]: {FP4[1]: 1}},
-    "gpu-2026-11-30/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4-emulation/server.log":
+    "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4-emulation/server.log":
         {"NVFP4": {"EmulationNvFp4LinearKernel": 1}},
-    "gpu-2026-11-30b/parallel_studies.tar.gz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
+    "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
         {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
     # the 2026-12-02 H200 study (issue 30): W4A16 on Hopper logs both Machete and Marlin
-    "../gpu/results/2026-12-02-issue30/study/runs/bf16/server.log": {},
-    "../gpu/results/2026-12-02-issue30/study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
-    "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log":
+    "2026-12-02-h200-4b-study/study/runs/bf16/server.log": {},
+    "2026-12-02-h200-4b-study/study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
+    "2026-12-02-h200-4b-study/study/runs/w4a16-all/server.log":
         {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}},
     # the 2026-12-03 H200 study: the same recipe with VLLM_DISABLED_KERNELS=MacheteLinearKernel logs Marlin only
-    "../gpu/results/2026-12-03-issue30/study/runs/w4a16-all-marlin/server.log.gz":
+    "2026-12-03-h200-seven-variant-study/study/runs/w4a16-all-marlin/server.log.gz":
         {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}},
-    "../gpu/results/2026-12-03-issue30/study/runs/nvfp4-all/server.log.gz": {FP4[0]: {FP4[1]: 1}},
-    "../gpu/results/2026-12-03-issue30/study/runs/mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
+    "2026-12-03-h200-seven-variant-study/study/runs/nvfp4-all/server.log.gz": {FP4[0]: {FP4[1]: 1}},
+    "2026-12-03-h200-seven-variant-study/study/runs/mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
 }
 
 
@@ -83,7 +83,7 @@ def test_other_using_lines_of_a_real_log_are_not_kernels():
     """The committed mixed log also says "Using FlashInfer for top-p & top-k sampling", "Using FLASH_ATTN
     attention backend", "Using Triton/FLA GDN prefill kernel", "Using AttentionBackendEnum.FLASH_ATTN for
     MMEncoderAttention": none of them is a linear kernel."""
-    text = _log("gpu-2026-11-30b/sweeps/mixed/server.log.gz")
+    text = _log("2026-11-30-h200-parallel-studies/sweeps/mixed/server.log.gz")
     for line in ("Using FlashInfer for top-p", "attention backend out of potential", "GDN prefill kernel",
                  "for MMEncoderAttention"):
         assert line in text
@@ -109,16 +109,16 @@ def test_machete_and_marlin_both_recorded_and_a_machete_disabled_run_differs():
 
 def test_the_committed_w4a16_study_recorded_what_its_log_says():
     """The product's own run.json from the 2026-12-02 H200 study holds both kernels, as parsed from its log."""
-    run = RESULTS / "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/run.json"
+    run = RESULTS / "2026-12-02-h200-4b-study/study/runs/w4a16-all/run.json"
     assert json.loads(run.read_text())["kernels"] == \
-        COMMITTED["../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/server.log"]
+        COMMITTED["2026-12-02-h200-4b-study/study/runs/w4a16-all/server.log"]
 
 
 def test_the_two_committed_w4a16_runs_are_told_apart_by_their_records():
     """Issue 30 item 1 on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
     (2026-12-03) — the same recipe — differ in run.json's kernels and in the environment it records."""
-    default = json.loads((RESULTS / "../gpu/results/2026-12-02-issue30/study/runs/w4a16-all/run.json").read_text())
-    marlin = json.loads((RESULTS / "../gpu/results/2026-12-03-issue30/study/runs/w4a16-all-marlin/run.json").read_text())
+    default = json.loads((RESULTS / "2026-12-02-h200-4b-study/study/runs/w4a16-all/run.json").read_text())
+    marlin = json.loads((RESULTS / "2026-12-03-h200-seven-variant-study/study/runs/w4a16-all-marlin/run.json").read_text())
     assert default["kernels"] != marlin["kernels"] == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}
     assert marlin["engine"]["env"]["VLLM_DISABLED_KERNELS"] == "MacheteLinearKernel"
     assert "VLLM_DISABLED_KERNELS" not in (default["engine"].get("env") or {})
@@ -133,7 +133,7 @@ def test_two_processes_count_twice():
 # --- GEMM time per kernel, from the committed profiles ---------------------------------------------------------
 
 def _profiles():
-    for day in ("gpu-2026-11-30", "gpu-2026-11-30b"):
+    for day in ("2026-11-30-h200-serving-options", "2026-11-30-h200-parallel-studies"):
         for name, entry in json.loads((RESULTS / day / "profile.json").read_text()).items():
             yield f"{day}/{name}", entry
 
@@ -157,7 +157,7 @@ def test_profiled_gemm_kernels_are_the_ones_the_log_named(key, entry):
 def test_mixed_profile_splits_as_the_docs_say():
     """docs/gpu.md (second period): mixed's 2.384 ms of GEMM per step — Marlin 0.98, Cutlass FP8 0.58, a Triton
     kernel with fused activation quantization 0.18, the LM head (cuBLAS) 0.29."""
-    entry = json.loads((RESULTS / "gpu-2026-11-30b" / "profile.json").read_text())["mixed"]
+    entry = json.loads((RESULTS / "2026-11-30-h200-parallel-studies" / "profile.json").read_text())["mixed"]
     s = gemm_time_from_profile(entry)
     assert round(s["MarlinNvFp4LinearKernel"].ms_per_step, 2) == 0.98
     assert round(s["CutlassFP8ScaledMMLinearKernel"].ms_per_step, 2) == 0.58
@@ -200,7 +200,7 @@ def test_gemm_time_of_a_w4a16_step_and_its_refusals():
 # --- run.json 2 and summary.json 3 ----------------------------------------------------------------------------
 
 def test_old_run_json_reads_with_its_one_kernel_and_no_count(tmp_path):
-    old = RESULTS / "gpu-2026-11-30b" / "sweeps" / "mixed" / "run.json"
+    old = RESULTS / "2026-11-30-h200-parallel-studies" / "sweeps" / "mixed" / "run.json"
     obj = json.loads(old.read_text())
     assert obj["schema_version"] == 1 and obj["kernels"] == {FP8[0]: FP8[1], FP4[0]: FP4[1]}
     m = read_record_file(RunManifest, old)

@@ -17,7 +17,7 @@ from quantgate.speed.trace import step_profile
 from tests.support import synthetic_trace as syn
 from tests.support.paths import REPO
 
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = REPO / "lab"  # the GPU sessions' committed results
 
 
 def _profile(step, fmts=None, c=1, **kw) -> StepProfile:
@@ -38,7 +38,7 @@ def test_decode_gemms_fuse_siblings_and_follow_the_step_order():
 
 def test_the_committed_4b_plan_has_the_153_gemms_per_step_the_profile_counted():
     # FACTS.md (2026-12-01): the w4a16-all profile shows Machete in 128 and Marlin in 24 of 153 GEMMs per step
-    rows = json.loads(gzip.decompress((RESULTS / "gpu-2026-11-30" / "q4b-fp8-all.quantgate.json.gz").read_bytes()))
+    rows = json.loads(gzip.decompress((RESULTS / "2026-11-30-h200-serving-options" / "q4b-fp8-all.quantgate.json.gz").read_bytes()))
     gemms = decode_gemms([PlanRow(**r) for r in rows["plan"]["modules"]])
     assert len(gemms) == 153 and gemms[-1].group == "lm_head"
     assert sum(g.id.endswith("in_proj_a+in_proj_b") for g in gemms) == 24  # Marlin's 24: the narrow b/a GEMM
@@ -144,10 +144,10 @@ def _plan(period: str, variant: str) -> list[PlanRow]:
 
 @pytest.fixture(scope="module")
 def h200():
-    prof = json.loads((RESULTS / "gpu-2026-11-30" / "profile.json").read_text())
-    dyn = _plan("gpu-2026-11-30", "fp8-dynamic")
+    prof = json.loads((RESULTS / "2026-11-30-h200-serving-options" / "profile.json").read_text())
+    dyn = _plan("2026-11-30-h200-serving-options", "fp8-dynamic")
     plans = {"bf16": [r.model_copy(update={"format": "bf16"}) for r in dyn], "fp8-dynamic": dyn,
-             "fp8-all": _plan("gpu-2026-11-30", "fp8-all")}
+             "fp8-all": _plan("2026-11-30-h200-serving-options", "fp8-all")}
     return prof, plans
 
 

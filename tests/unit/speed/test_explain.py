@@ -8,12 +8,12 @@ import pytest
 from quantgate.speed.explain import explain_step
 from tests.support.paths import REPO
 
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = REPO / "lab"  # the GPU sessions' committed results
 
 
 def _committed() -> dict[str, dict]:
     out = {}
-    for period in ("gpu-2026-11-30", "gpu-2026-11-30b"):
+    for period in ("2026-11-30-h200-serving-options", "2026-11-30-h200-parallel-studies"):
         for v, e in json.loads((RESULTS / period / "profile.json").read_text()).items():
             out[v] = e
     return out

@@ -15,7 +15,7 @@ from quantgate.speed.profile import speed_profile
 from tests.support.paths import REPO
 
 FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
-MANIFEST = REPO / "benchmarks" / "results" / "gpu-2026-11-30" / "q4b-fp8-all.quantgate.json.gz"
+MANIFEST = REPO / "lab" / "2026-11-30-h200-serving-options" / "q4b-fp8-all.quantgate.json.gz"
 
 
 @pytest.fixture

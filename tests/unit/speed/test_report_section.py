@@ -12,7 +12,7 @@ import pytest
 
 from quantgate.speed.report import markdown_lines, step_rows
 
-SESSION = Path(__file__).resolve().parents[3] / "benchmarks" / "gpu" / "results" / "2026-12-02-issue30"
+SESSION = Path(__file__).resolve().parents[3] / "lab" / "2026-12-02-h200-4b-study"
 
 
 @pytest.fixture
@@ -92,7 +92,7 @@ def test_speed_profile_into_a_study_rewrites_its_report(study):
     assert "Decode step" in (study / "report.html").read_text()
 
 
-DEC03 = SESSION.parent / "2026-12-03-issue30"
+DEC03 = SESSION.parent / "2026-12-03-h200-seven-variant-study"
 
 
 @pytest.fixture(scope="module")
