@@ -17,7 +17,7 @@ from quantgate.commands._args import (
 
 
 def register(sub) -> None:
-    p = sub.add_parser("pages", help="page sets: import, synth, check, stats",
+    p = sub.add_parser("pages", help="page sets: import, synth, check, stats, label-sample",
                        description="Build and inspect page sets (pages.jsonl + PNG images + truth).")
     ps = p.add_subparsers(dest="pages_verb", metavar="ACTION", required=True, parser_class=type(p))
 
@@ -74,6 +74,19 @@ def register(sub) -> None:
     c = ps.add_parser("check", help="verify hashes, files, encodings and calibration/heldout leakage")
     c.add_argument("pageset", type=existing_path)
     c.set_defaults(func=cmd_check)
+
+    ls = ps.add_parser("label-sample", help="draw whole documents at random for the team to write truth for",
+                       description="Draw N held-out documents at random (seeded; whole documents, the unit pages "
+                       "fail in), write the list the labelers get (pages.csv, the images, README.md) and record the "
+                       "draw in pageset.json, so a verdict can check that the labeled pages are this random sample. "
+                       "Write truth from the page image only, never by correcting a model's output.")
+    ls.add_argument("pageset", type=existing_path)
+    ls.add_argument("-n", type=positive_int, required=True, metavar="N", help="held-out documents to draw")
+    ls.add_argument("--sample-seed", type=nonnegative_int, default=0, help="draw seed, >= 0 (default 0)")
+    ls.add_argument("-o", "--output", type=Path, help="the labelers' folder (default PAGESET/label-sample)")
+    ls.add_argument("--overwrite", action="store_true", help="replace a different draw already recorded, and a "
+                    "non-empty output folder")
+    ls.set_defaults(func=cmd_label_sample)
 
     st = ps.add_parser("stats", help="counts per split and tag, truth length, image sizes")
     st.add_argument("pageset", type=existing_path)
@@ -147,6 +160,17 @@ def cmd_check(a: argparse.Namespace) -> int:
     if problems:
         raise InputError(f"{a.pageset}: {len(problems)} problem(s), listed above")
     print(f"{a.pageset}: {len(ps.pages)} pages OK (hashes, files, encodings, no leakage between splits)")
+    return 0
+
+
+def cmd_label_sample(a: argparse.Namespace) -> int:
+    from quantgate.heldout.label import describe, label_sample, sample_status
+    from quantgate.io.pageset import load_pageset
+
+    s, wrote = label_sample(a.pageset, a.n, a.sample_seed, out=a.output, overwrite=a.overwrite)
+    st = sample_status(load_pageset(a.pageset))
+    print(f"{a.pageset}: {'drew' if wrote else 'already records this draw:'} {describe(s)}; "
+          f"{len(st.labeled)} of them have truth")
     return 0
 
 

@@ -64,10 +64,28 @@ class SynthSpec(Record):
     pages_per_document: int = Field(1, ge=1)  # absent in sets made before documents: one page each
 
 
-class PageSetManifest(Record):
-    """``pageset.json``: how the set was made, so a split can be reproduced and checked."""
+class LabelSample(Record):
+    """The labeling draw ``quantgate pages label-sample`` recorded in ``pageset.json`` (``label_sample``): whole
+    held-out documents drawn at random, so truth written for them is a random sample of the pages judged — what
+    the rectified truth-free estimate assumes (``quantgate.heldout.label`` says how it is drawn and checked).
+    ``population_sha256`` names the held-out documents it was drawn from; ``sha256`` the drawn page ids: the draw
+    is a function of (seed, population, documents asked for), so a verdict can draw it again and compare."""
 
-    schema_version: Literal[1] = 1
+    seed: int = Field(ge=0)
+    n_documents: int = Field(ge=1)  # documents asked for (-n)
+    documents: list[str]  # the drawn documents, sorted
+    page_ids: list[str]  # their held-out pages, sorted: the pages to label
+    population_documents: int = Field(ge=1)  # held-out documents the draw was made from
+    population_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")  # sha256 of their sorted names, one a line
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")  # sha256 of the sorted drawn page ids, one a line
+    list_file: str  # where the labelers' list was written (informational: the list may be handed on)
+
+
+class PageSetManifest(Record):
+    """``pageset.json``: how the set was made, so a split can be reproduced and checked. Schema 2 adds
+    ``label_sample`` (the labeling draw); a schema-1 file reads as a set with no draw."""
+
+    schema_version: Literal[1, 2] = 2
     kind: Literal["quantgate.pageset"] = "quantgate.pageset"
     created_by: str
     seed: int
@@ -76,6 +94,7 @@ class PageSetManifest(Record):
     pages_sha256: str  # sha256 of pages.jsonl
     synth: SynthSpec | None = None  # set by `pages synth`; None for imported sets (and synth sets made before it)
     notes: list[str] = Field(default_factory=list)
+    label_sample: LabelSample | None = None  # set by `pages label-sample`
 
 
 # --- serving ---------------------------------------------------------------------------------

@@ -103,6 +103,8 @@ FLAGS = {
     ("init", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),
     ("init", "--split-seed"): ints(0),
     ("pages synth", "--pages-per-document"): ints(1),
+    ("pages label-sample", "-n"): ints(1),
+    ("pages label-sample", "--sample-seed"): ints(0),
     ("speed-profile", "--max-tokens"): ints(1),
     ("speed-profile", "--startup-timeout"): floats(0),
 }
@@ -192,6 +194,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "lmeval-compare": ["lmeval-compare", empty, empty],
         "pages import": ["pages", "import", empty, "-o", out],
         "pages synth": ["pages", "synth", "-o", out],
+        "pages label-sample": ["pages", "label-sample", empty] + ([] if flag == "-n" else ["-n", "1"]),
         "quantize": ["quantize", empty, "--recipe", "fp8-dynamic", "-o", out],
         "score": ["score", "--pages", empty, "--predictions", empty, "-o", out + "/s.jsonl"],
         "compare": ["compare", empty, empty, "--metric", "ned"],
