@@ -13,6 +13,16 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from quantgate.errors import InputError
 
 MarginSource = Literal["registry", "given"]
+# How a page's damage on the metric is bounded from the baseline's and the candidate's outputs alone, with no
+# truth (each kind is proved in ``quantgate.scoring.bounds``, docs/metrics.md "Truth-free bounds"):
+#   ned             min(1, (ED + max(0, |b| - |c|)) / max(|b|, |c|)) on the normalized texts, at most 2·ned(b, c)
+#   char_edit_rate  min(1, 2·ED / (|b| + ED)) on normalized characters (the rate clipped at 1, as judged)
+#   word_edit_rate  the same on the metric's words
+#   bag_f1          x / (|B ∩ C| + x), x = |B − C| + max(|B − C|, |C − B|), on the bags of words
+#   range_if_changed  the metric's range when what it reads of the outputs differs, 0 when it is identical
+#   none            no bound: the metric needs more than the truth's text (checks: the page's checks)
+# Every metric declares one, so a metric added later cannot be judged truth-free until its bound is stated.
+BoundKind = Literal["ned", "char_edit_rate", "word_edit_rate", "bag_f1", "range_if_changed", "none"]
 
 
 class MetricSpec(BaseModel):
@@ -24,6 +34,7 @@ class MetricSpec(BaseModel):
     doc: str
     margin: float  # default margin, in the metric's units, for the mean over pages
     margin_why: str  # one line: what a shift of one margin means on a page
+    bound: BoundKind  # its truth-free damage bound (BoundKind above); no default, so every metric states one
     # A family is scored only when asked for (``--metrics omnidoc`` or by name), not by default: its metrics
     # need block-level truth and a page without the category is not scored on them (docs/metrics.md).
     family: str | None = None
@@ -104,23 +115,23 @@ def check_setting(metric: str, field: str, value: float | None, margin: float, *
 
 
 METRICS: dict[str, MetricSpec] = {s.name: s for s in (
-    MetricSpec(name="ned", baseline_floor=0.5, higher_is_better=False, range=(0.0, 1.0), margin=0.01, margin_why="one character in a hundred",
+    MetricSpec(name="ned", bound="ned", baseline_floor=0.5, higher_is_better=False, range=(0.0, 1.0), margin=0.01, margin_why="one character in a hundred",
                doc="normalized Levenshtein distance: edits / max(len(pred), len(truth)), after NFKC + whitespace folding"),
-    MetricSpec(name="cer", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.01,
+    MetricSpec(name="cer", bound="char_edit_rate", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.01,
                margin_why="one character error per hundred truth characters", doc="character error rate: edits / len(truth)"),
-    MetricSpec(name="wer", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.02,
+    MetricSpec(name="wer", bound="word_edit_rate", baseline_floor=0.5, higher_is_better=False, range=(0.0, None), margin=0.02,
                margin_why="one word in fifty (one wrong character already costs its whole word)",
                doc="word error rate: word edits / words in truth (a CJK, kana or Thai character is a word)"),
-    MetricSpec(name="bow_f1", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.01,
+    MetricSpec(name="bow_f1", bound="bag_f1", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.01,
                margin_why="about one word in a hundred missing or extra",
                doc="bag-of-words F1 after markdown stripping: content regardless of order (words as wer counts them)"),
-    MetricSpec(name="table_teds", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.02,
+    MetricSpec(name="table_teds", bound="range_if_changed", baseline_floor=0.5, higher_is_better=True, range=(0.0, 1.0), margin=0.02,
                margin_why="about one wrong cell in a 7 x 7 table (one node of ~57)",
                doc="tree-edit-distance similarity of tables (pages whose truth has tables)"),
-    MetricSpec(name="checks", baseline_floor=0.2, higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
+    MetricSpec(name="checks", bound="none", baseline_floor=0.2, higher_is_better=True, range=(0.0, 1.0), margin=0.02, margin_why="one failed check in fifty",
                doc="pass rate of olmOCR-bench checks as upstream scores them (present/absent/order/table/baseline/format/"
                    "footnote/math); math renders KaTeX in headless Chromium and is skipped, counted by reason, without it"),
-    *(MetricSpec(name=n, higher_is_better=hib, range=(0.0, 1.0), margin=m, margin_why=why, doc=doc, family="omnidoc")
+    *(MetricSpec(name=n, bound="range_if_changed", higher_is_better=hib, range=(0.0, 1.0), margin=m, margin_why=why, doc=doc, family="omnidoc")
       for n, hib, m, why, doc in (
         ("omnidoc_text_edit", False, 0.01, "one character in a hundred of the page's matched text blocks",
          "OmniDocBench text-block edit distance (quick_match; letters, digits and CJK only); pages with text truth"),

@@ -20,12 +20,20 @@ from quantgate.scoring.tokenize import words
 Needs = Literal["truth", "checks", "omnidoc"]
 
 
+def _as_given(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class Metric:
     spec: MetricSpec
     needs: Needs
     worst: float
     fn: Callable[..., float | None]
+    # what the metric reads of a prediction: its score depends on the prediction only through reads(pred) (and
+    # score_one's empty rule), so two outputs that read the same score the same on every truth — what the
+    # truth-free bounds (scoring.bounds) are computed on. Default: the text as given.
+    reads: Callable[[str], Any] = _as_given
 
     @property
     def name(self) -> str:
@@ -47,17 +55,18 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def metric(name: str, *, needs: Needs, worst: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def metric(name: str, *, needs: Needs, worst: float, reads: Callable[[str], Any] = _as_given
+           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the function below as the implementation of the metric ``name`` declares in
     ``schema.metrics.METRICS``: ``(pred, truth) -> float | None`` (``None``: not applicable to the page), or
-    ``(pred, checks)`` when it ``needs`` checks."""
+    ``(pred, checks)`` when it ``needs`` checks. ``reads``: what of the prediction it scores (``Metric.reads``)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if name not in METRICS:
             raise ValueError(f"metric {name!r} has no spec in quantgate.schema.metrics.METRICS")
         if name in REGISTRY:
             raise ValueError(f"metric {name!r} registered twice")
-        REGISTRY[name] = Metric(METRICS[name], needs, worst, fn)
+        REGISTRY[name] = Metric(METRICS[name], needs, worst, fn, reads)
         return fn
 
     return deco
@@ -80,14 +89,23 @@ def parse_metric_list(spec: str | list[str] | None) -> list[Metric]:
     return out
 
 
-@metric("ned", needs="truth", worst=1.0)
+BOW_NORM = Normalization(strip_markdown=True)  # bow_f1 scores content only
+
+
+def _tables_of(text: str) -> Any:
+    from quantgate.scoring.tables import extract_tables
+
+    return extract_tables(text)
+
+
+@metric("ned", needs="truth", worst=1.0, reads=DEFAULT)
 def _ned(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     from rapidfuzz.distance import Levenshtein
 
     return Levenshtein.normalized_distance(norm(pred), norm(truth))
 
 
-@metric("cer", needs="truth", worst=1.0)
+@metric("cer", needs="truth", worst=1.0, reads=DEFAULT)
 def _cer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     from rapidfuzz.distance import Levenshtein
 
@@ -95,7 +113,7 @@ def _cer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     return Levenshtein.distance(p, t) / max(len(t), 1)
 
 
-@metric("wer", needs="truth", worst=1.0)
+@metric("wer", needs="truth", worst=1.0, reads=DEFAULT)
 def _wer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     from rapidfuzz.distance import Levenshtein
 
@@ -103,8 +121,8 @@ def _wer(pred: str, truth: str, norm: Normalization = DEFAULT) -> float:
     return Levenshtein.distance(p, t) / max(len(t), 1)
 
 
-@metric("bow_f1", needs="truth", worst=0.0)
-def _bow_f1(pred: str, truth: str, norm: Normalization = Normalization(strip_markdown=True)) -> float:
+@metric("bow_f1", needs="truth", worst=0.0, reads=BOW_NORM)
+def _bow_f1(pred: str, truth: str, norm: Normalization = BOW_NORM) -> float:
     p, t = Counter(words(norm(pred))), Counter(words(norm(truth)))
     if not p and not t:
         return 1.0
@@ -115,7 +133,7 @@ def _bow_f1(pred: str, truth: str, norm: Normalization = Normalization(strip_mar
     return 2 * prec * rec / (prec + rec)
 
 
-@metric("table_teds", needs="truth", worst=0.0)
+@metric("table_teds", needs="truth", worst=0.0, reads=_tables_of)
 def _table_teds(pred: str, truth: str) -> float | None:
     from quantgate.scoring.tables import table_teds
 
