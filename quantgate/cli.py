@@ -21,6 +21,7 @@ from quantgate.commands import (
     speed,
     study,
     tune,
+    warm,
 )
 from quantgate.errors import QuantgateError
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"quantgate {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
-    for verb in (init, study, attest, pages, quantize, sensitivity, tune, serve, speed, scoring, lmeval, doctor):
+    for verb in (init, study, attest, pages, quantize, sensitivity, tune, serve, speed, scoring, lmeval, doctor, warm):
         verb.register(sub)  # handlers import the library lazily: `quantgate --help` starts in well under a second
     return p
 

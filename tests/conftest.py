@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import pytest
 
@@ -9,6 +10,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Child processes the tests start (`python -m tests.support.stub`, the fake vLLM, a killed study) import the test
 # support package from the repository root, wherever they run.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+# The machine cache every study shares (compile caches, built variants: quantgate.io.cachedir) is the test
+# session's own, and each test's (the fixture below): no test reuses what another built, none writes to ~/.cache.
+os.environ["QUANTGATE_CACHE_DIR"] = tempfile.mkdtemp(prefix="qg-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _own_machine_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTGATE_CACHE_DIR", str(tmp_path / "machine-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantgate.errors import InputError, UnsafeInputError, VerificationError
-from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path, sha256_file
+from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path
 from quantgate.io.provenance import package_versions
+from quantgate.quantize import store
 from quantgate.quantize.plan import Plan
 from quantgate.quantize.verify import verify_checkpoint
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
@@ -33,7 +34,7 @@ _PKGS = ["torch", "transformers", "llmcompressor", "compressed-tensors"]
 
 
 def file_hashes(folder: Path) -> dict[str, FileInfo]:
-    return {f.name: FileInfo(sha256=sha256_file(f), bytes=f.stat().st_size)
+    return {f.name: FileInfo(sha256=store.sha256_memo(f), bytes=f.stat().st_size)
             for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
 
 
@@ -59,8 +60,8 @@ def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path |
     from quantgate.quantize.calibrate import calibration_pages_sha256
 
     model_dir = Path(model_dir)
-    weights = {f.name: sha256_file(f) for f in sorted(model_dir.glob("*.safetensors"))}
-    files = {f.name: sha256_file(f) for f in sorted(model_dir.iterdir())
+    weights = {f.name: store.sha256_memo(f) for f in sorted(model_dir.glob("*.safetensors"))}
+    files = {f.name: store.sha256_memo(f) for f in sorted(model_dir.iterdir())
              if f.is_file() and f.suffix in _MODEL_FILE_SUFFIXES and not f.name.startswith(".")}
     fp = {"model_weights": weights, "model_files": files, "recipe_text": recipe.text, "calibration_pages_sha256": None,
           "samples": None, "max_seq_len": None, "prompt": None, "pipeline": None, "text_only": None,
@@ -80,8 +81,7 @@ def changed_inputs(old: VariantInputs, new: VariantInputs) -> list[str]:
 
 def _files_intact(variant: Path, manifest: VariantManifest) -> bool:
     """Every file the manifest lists is there with its recorded sha256 (else the variant is rebuilt)."""
-    return bool(manifest.files) and all((variant / n).is_file() and sha256_file(variant / n) == f.sha256
-                                        for n, f in manifest.files.items())
+    return store.intact(variant, manifest)
 
 
 def read_manifest(variant: Path) -> VariantManifest | None:
@@ -221,9 +221,16 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
         try:
             tmp.mkdir(mode=0o700)
             lock = _hold(tmp)
-            manifest = _build(job, tmp, t0, log, note or (lambda _: None))
+            stored = store.fetch(job.inputs, tmp, log)  # built on this machine before from the same inputs
+            if stored is not None:
+                manifest = _restamp(stored, job)
+                atomic_write_json(tmp / MANIFEST, manifest.model_dump())
+            else:
+                manifest = _build(job, tmp, t0, log, note or (lambda _: None))
             _install(tmp, job.out)
-            return QuantizeResult(manifest=manifest, reused=False)
+            if stored is None:
+                store.keep(job.out, manifest, log)
+            return QuantizeResult(manifest=manifest, reused=stored is not None)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
@@ -235,6 +242,17 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             if lock is not None:
                 os.close(lock)
             _release_gpu_cache()
+
+
+def _restamp(stored: VariantManifest, job: Build) -> VariantManifest:
+    """A stored variant's manifest as this build would have written it: its own name and its source and
+    calibration paths recorded against this build's ``record_root`` (the fingerprint, hence the files, are equal)."""
+    root = job.record_root
+    cal = stored.calibration
+    if cal.pageset is not None and job.calibration is not None:
+        cal = cal.model_copy(update={"pageset": recorded_path(job.calibration, root)})
+    return stored.model_copy(update={"name": job.out.name, "source_model": recorded_path(job.model_dir, root),
+                                     "calibration": cal})
 
 
 def _release_gpu_cache() -> None:
@@ -311,12 +329,18 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
     from quantgate.quantize.devices import peak_per_device, reset_peaks
 
     reset_peaks()  # this build's peaks, not an earlier build's in the same process (a study's)
-    model, processor = _load(job)
-    lc_recipe, cal_ids = _compress(job, model, processor, tmp, log, note)
-    processor.save_pretrained(tmp)
-    for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
-        if (job.model_dir / extra).is_file() and not (tmp / extra).exists():
-            shutil.copy(job.model_dir / extra, tmp / extra)
+    lc_recipe: dict | None
+    if _quantizes_nothing(job) and _link_source(job, tmp):
+        lc_recipe, cal_ids = None, []
+        note("linked, not copied")
+        log(f"{job.recipe.name} quantizes nothing: the source files hard-linked (no weights loaded or copied)")
+    else:
+        model, processor = _load(job)
+        lc_recipe, cal_ids = _compress(job, model, processor, tmp, log, note)
+        processor.save_pretrained(tmp)
+        for extra in ("generation_config.json", "chat_template.jinja", "chat_template.json"):
+            if (job.model_dir / extra).is_file() and not (tmp / extra).exists():
+                shutil.copy(job.model_dir / extra, tmp / extra)
     verification = verify_checkpoint(tmp, job.plan.formats, job.kinds) if job.recipe.recipe is not None \
         else _verify_raw(tmp, job.kinds)
     rows = _planned_rows(job, tmp)
@@ -347,6 +371,22 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
     })
     atomic_write_json(tmp / MANIFEST, manifest.model_dump())
     return manifest
+
+
+def _quantizes_nothing(job: Build) -> bool:
+    return job.recipe.recipe is not None and not any(f != "bf16" for f in job.plan.formats.values())
+
+
+def _link_source(job: Build, tmp: Path) -> bool:
+    """A recipe that quantizes nothing (bf16) serves the source as it is: its safetensors weights and the files
+    transformers and vLLM read (config, tokenizer, processor, template) hard-linked into ``tmp`` — seconds instead
+    of loading and re-saving the weights, no bytes copied, and ``tmp`` holds real files (never a symbolic link).
+    Their hashes are the fingerprint's (a hard link is the same file). False, with nothing linked, when the
+    source lies on another filesystem: then the weights are loaded and saved as before."""
+    names = sorted(f.name for f in job.model_dir.iterdir()
+                   if f.is_file() and not f.name.startswith(".") and f.name != MANIFEST
+                   and (f.suffix == ".safetensors" or f.suffix in _MODEL_FILE_SUFFIXES - {".py"}))
+    return store.link_files(job.model_dir, tmp, names, follow=True)
 
 
 def _load(job: Build):

@@ -132,6 +132,10 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
             # where a server up early could hold the GPU or slot a later quantize task waits for)
             ready = (lambda v: ctx.placement.variants[v.name].wave == 0 and _prestart(ctx, v, servers)) \
                 if st.servers == "all_at_once" and cluster is None else None
+            if cluster is None:  # FlashInfer's JIT build beside the quantizations, not inside a server start
+                from quantgate.study.warm import warm_in_background
+
+                warm_in_background(ctx.backend, ctx.clock.console.detail)
             _quantize_all(ctx, model, ready=ready)
             _serve_all(ctx, servers)
         if stop_after == "serve":

@@ -39,18 +39,20 @@ class VllmOptions(ServerArgs):
         None, min_length=1, description="folder for vLLM's compile caches, exported as VLLM_CACHE_ROOT (and Triton's "
         "as TRITON_CACHE_DIR under it unless set), so a later start of the same variant and settings loads its "
         "compiled graphs instead of compiling; 'none': vLLM's compile cache off (every start compiles). Default: "
-        "vLLM's own (~/.cache/vllm); a study's default is <study out>/.vllm-cache")
+        "the machine's quantgate cache (~/.cache/quantgate/vllm, $QUANTGATE_CACHE_DIR/vllm), shared by every study "
+        "and serve on the machine")
 
     def takes_most_of_a_gpu(self) -> bool:
         # vLLM reserves gpu_memory_utilization of the GPU (0.9 by default) and refuses to start below it
         return not self.gpu_memory_utilization
 
     def resolved(self, base: Path, out: Path) -> VllmOptions:
-        """Every server of a study shares ``<out>/.vllm-cache`` unless the study names a folder (relative to the
-        study file) or ``none``, so each variant compiles once and later starts (a resumed study, a rerun) load it."""
+        """Every server of every study on the machine shares the default compile cache (``default_compile_cache``)
+        unless the study names a folder (relative to the study file) or ``none``: vLLM keys it by content, so each
+        variant compiles once per machine and a rerun or a second study of the same checkpoint starts warm."""
         cc = self.compile_cache
         if cc is None:
-            cc = str((Path(out) / ".vllm-cache").resolve())
+            cc = default_compile_cache()
         elif cc.lower() != "none":
             q = Path(os.path.expanduser(cc))
             cc = str((q if q.is_absolute() else Path(base) / q).resolve())
@@ -93,7 +95,7 @@ class VllmBackend(Backend):
     def cache_env(self) -> dict[str, str]:
         """The environment ``compile_cache`` asks for. An absolute root: vLLM keys its cache by content, not by
         where the root is (VLLM_CACHE_ROOT is not in the key), so every server of a study can share one."""
-        cc = self.options.compile_cache
+        cc = self.options.compile_cache or default_compile_cache()
         if cc is None:
             return {}
         if cc.lower() == "none":
@@ -126,6 +128,15 @@ class VllmBackend(Backend):
 
         n = scrape_counter(base_url, PREEMPTIONS)
         return None if n is None else int(n)
+
+
+def default_compile_cache() -> str | None:
+    """``vllm`` under the machine's quantgate cache (``io.cachedir``); None when that cache is off (vLLM's own
+    default then: ~/.cache/vllm)."""
+    from quantgate.io.cachedir import cache_dir
+
+    d = cache_dir("vllm")
+    return None if d is None else str(d)
 
 
 _VERSION_RE = re.compile(r"vLLM API server version (\S+)|LLM engine \(v(\d[\w.+-]*)\)", re.I)
