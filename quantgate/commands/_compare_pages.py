@@ -1,0 +1,91 @@
+"""``quantgate compare --pages PAGESET BASELINE CANDIDATE --metric M``: two variants' outputs (run folders or
+folders of ``<page_id>.md``) judged on a page set, truth or no truth, by ``quantgate.compare_outputs``.
+
+The page set gives what the outputs cannot: the truth of the pages that have it, each page's document (the
+resampling unit), and the labeling draw ``quantgate pages label-sample`` recorded, which says whether the truth is a
+random sample of the pages compared (only then may it tighten the truth-free bound). Everything is checked before
+anything is judged, each problem one error naming the folder or page: outputs that are not text
+(``io.outputs``), folders that cover different pages, outputs for pages the set does not hold, and held-out pages
+with truth that the outputs leave out (a labeled page not compared would let a hand-picked subset stand in for
+the sample). The command writes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quantgate.errors import DataError
+from quantgate.io.outputs import load_outputs
+from quantgate.io.pageset import PageSet, load_pageset
+
+_SHOWN = 5  # page ids named in one error line
+
+
+def _some(ids: list[str]) -> str:
+    return ", ".join(ids[:_SHOWN]) + (" …" if len(ids) > _SHOWN else "")
+
+
+@dataclass(frozen=True)
+class PagesInputs:
+    """What ``compare_outputs`` is called with, from a page set and two output folders."""
+
+    baseline: dict[str, str]
+    candidate: dict[str, str]
+    truth: dict[str, str]
+    documents: dict[str, str]
+    labeled_at_random: bool
+    notes: list[str] = field(default_factory=list)  # why the truth is not the random sample; pages not compared
+
+
+def _labeled_at_random(ps: PageSet, compared: set[str], truth: set[str], notes: list[str]) -> bool:
+    """Whether the truth given is exactly the recorded labeling draw, every drawn page labeled, over exactly the
+    held-out pages: only then is it a random sample of the pages compared."""
+    from quantgate.heldout.label import sample_status
+
+    status = sample_status(ps)
+    if not status.at_random:
+        notes.append(f"labeled pages not used as a random sample: {status.problem}")
+        return False
+    heldout = {p.id for p in ps.split("heldout")}
+    if compared != heldout:
+        notes.append(f"labeled pages not used as a random sample: the draw was made from the {len(heldout)} held-out "
+                     f"pages and {len(compared)} are compared")
+        return False
+    if truth != status.labeled:
+        extra = sorted(truth - status.labeled)
+        notes.append(f"labeled pages not used as a random sample: {len(extra)} page(s) with truth are not in the "
+                     f"recorded draw ({_some(extra)}); their truth still shows the baseline's fitness")
+        return False
+    return True
+
+
+def pages_inputs(pageset: str | Path, baseline: str | Path, candidate: str | Path, *,
+                 concurrency: int | None = None) -> PagesInputs:
+    """The two folders' outputs with the page set's truth, documents and labeling standing, checked (module
+    docstring); DataError naming the folder or page, UsageError for a path that is not a folder."""
+    ps = load_pageset(pageset)
+    base = load_outputs(baseline, concurrency=concurrency)
+    cand = load_outputs(candidate, concurrency=concurrency)
+    only_b, only_c = sorted(set(base) - set(cand)), sorted(set(cand) - set(base))
+    if only_b or only_c:
+        parts = [f"{len(ids)} only in {where} ({_some(ids)})" for ids, where in ((only_b, baseline), (only_c, candidate))
+                 if ids]
+        raise DataError(f"{baseline} and {candidate} cover different pages: {'; '.join(parts)}. Give both variants' "
+                        "outputs for the same pages (a failed request leaves its page out of a run: resume that run)")
+    by_id = ps.by_id()
+    unknown = sorted(set(base) - set(by_id))
+    if unknown:
+        raise DataError(f"{baseline}: {len(unknown)} output(s) for pages {ps.root} does not hold ({_some(unknown)}); "
+                        "are the file names the page ids?")
+    compared = set(base)
+    left_out = sorted(p.id for p in ps.split("heldout") if p.truth is not None and p.id not in compared)
+    if left_out:
+        raise DataError(f"{baseline}: {len(left_out)} held-out page(s) of {ps.root} with truth not compared "
+                        f"({_some(left_out)}); serve them too, so the labeled pages are judged with the rest")
+    truth = {pid: text for pid in base if (text := ps.truth_text(by_id[pid])) is not None}
+    notes: list[str] = []
+    at_random = bool(truth) and _labeled_at_random(ps, compared, set(truth), notes)
+    not_compared = sum(p.id not in compared for p in ps.split("heldout"))
+    if not_compared:
+        notes.append(f"{not_compared} held-out page(s) without truth are in neither folder (not compared)")
+    return PagesInputs(base, cand, truth, {pid: by_id[pid].document for pid in base}, at_random, notes)
