@@ -99,6 +99,19 @@ def test_outputs_read_alike_are_bounded_by_zero(metric, b):
     assert truth_free_bound(metric, b, c) == 0.0
 
 
+@pytest.mark.parametrize("metric, b, c, t, bound", [
+    ("ned", "aba", "ab", "ba", 2 / 3),
+    ("cer", "aaa", "aaaa", "aa", 0.5),
+    ("wer", "a a a", "a a a a", "a a", 0.5),
+    ("bow_f1", "a b", "a", "b", 2 / 3),
+])
+def test_each_proven_bound_is_reached(metric, b, c, t, bound):
+    """Found by exhaustive search over short strings: the truth t makes the damage equal the bound, so no smaller
+    function of the same quantities bounds it."""
+    assert truth_free_bound(metric, b, c) == pytest.approx(bound, abs=1e-15)
+    assert damage(metric, b, c, t) == pytest.approx(bound, abs=1e-15)
+
+
 def test_raw_outputs_would_break_the_bound():
     """The bound is computed on normalized texts: on raw ones it fails by a factor of ten."""
     b, c, t = "a" + " " * 20, "b" + " " * 20, "a"
