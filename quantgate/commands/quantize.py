@@ -112,7 +112,7 @@ def cmd_quantize(a) -> int:
     from quantgate.quantize import quantize
     from quantgate.quantize.devices import parse_max_memory
 
-    caps = parse_max_memory(a.max_memory) if a.max_memory else None  # issue 31: before any work
+    caps = parse_max_memory(a.max_memory) if a.max_memory else None  # before any work
 
     m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,

@@ -136,7 +136,7 @@ def _print_verdicts(rep: Summary) -> None:
               f"[{v.ci_low:+.4f}, {v.ci_high:+.4f}]  {v.margin:.4f}  {floor:<11}{v.n:>4}")
         if v.verdict != "within_noise":
             print(f"{'':<16}{v.message}")
-    # issue 27: what every verdict rests on, the same for each candidate: the baseline's own score, the documents
+    # what every verdict rests on, the same for each candidate: the baseline's own score, the documents
     seen = {v.metric: v for v in rep.verdicts if v.baseline_score is not None and v.documents is not None}
     if seen:
         one = next(iter(seen.values()))
@@ -188,7 +188,7 @@ def cmd_study(a: argparse.Namespace) -> int:
     from quantgate.study.run import study_output
 
     out = study_output(a.study, a.output)  # the YAML is checked before anything is redirected
-    ready = prepare_study(a.study, out, a.ray)  # issue 31: placement, heads, cluster — before the log is opened
+    ready = prepare_study(a.study, out, a.ray)  # placement, heads, cluster — before the log is opened
     outcome = _run_quietly(out, a.verbose, f"quantgate study {a.study}",
                            lambda c: run_study(a.study, out, console=c, ray=a.ray, prepared=ready))
     return _finish(outcome, out)

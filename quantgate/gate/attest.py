@@ -1,4 +1,4 @@
-"""A signed verdict (issue 32 item 3): ``quantgate gate --sign KEY`` writes an in-toto Statement v1 in a DSSE
+"""A signed verdict: ``quantgate gate --sign KEY`` writes an in-toto Statement v1 in a DSSE
 envelope signed with an Ed25519 key; ``quantgate verify`` checks it offline. docs/security.md says what that
 signature does and does not promise.
 

@@ -135,7 +135,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
 
 
 def study_writing(out: Path) -> None:
-    """Refuse while a study holds the folder's lock (issue 32: the gate read an old summary.json while a resumed
+    """Refuse while a study holds the folder's lock (the gate read an old summary.json while a resumed
     study rewrote the folder). Only tested, never taken, and nothing is created: the gate writes nothing."""
     import fcntl
     import os
@@ -317,7 +317,7 @@ NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels a
 def _same_claims(rep, st, out: Path, where: str) -> None:
     """What the report shows beside the verdicts, made again from the bound files (``build_summary`` over the
     variants' quantgate.json and run.json; ``worst_pages`` over the score files and records) and required equal:
-    speed-ups, pages/s, sizes, formats, kernels, engine, notes, the speed waves' intervals (issue 30), worst pages,
+    speed-ups, pages/s, sizes, formats, kernels, engine, notes, the speed waves' intervals, worst pages,
     the page set's hash."""
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import read_scores

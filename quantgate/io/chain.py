@@ -1,4 +1,4 @@
-"""A run's ``requests.jsonl`` as a hash chain (issue 32): each record carries ``prev``, the digest of the record
+"""A run's ``requests.jsonl`` as a hash chain: each record carries ``prev``, the digest of the record
 before it, and the first one the digest of the run it belongs to (its ``anchor``: the variant's weights, the
 backend, the pages, the prompt). A tail torn by a SIGKILL is cut before the chain is read, so it still verifies;
 a record edited, swapped, removed from the middle, or a file copied from another run's folder breaks it.

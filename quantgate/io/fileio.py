@@ -86,7 +86,7 @@ def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) 
     try:
         end = os.lseek(fd, 0, os.SEEK_END)
         try:
-            # a full disk can take part of the line and return a short count instead of failing (issue 32): the
+            # a full disk can take part of the line and return a short count instead of failing: the
             # part is cut again, so the file never holds half a record followed by whole ones
             if os.write(fd, line) != len(line):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

@@ -87,7 +87,7 @@ class PageSet:
 
 
 def verify_page_files(ps: PageSet) -> None:
-    """Every page image and truth hashed against the sha256 pages.jsonl records for it (issue 32: a resumed study
+    """Every page image and truth hashed against the sha256 pages.jsonl records for it (a resumed study
     reuses its records only for the pages they were made from). No size or mtime shortcut: a timestamp can be set
     back. Raises one InputError naming the first file that differs, and how many do."""
     problems = []

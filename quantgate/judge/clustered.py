@@ -1,4 +1,4 @@
-"""Verdict statistics with documents as the unit (issue 27; docs/statistics.md has the why,
+"""Verdict statistics with documents as the unit (docs/statistics.md has the why,
 the calibration and a worked example). numpy/scipy only, and vectorised over S studies at once, so that
 benchmarks/verdict_calibration_documents.py runs the very code a verdict runs.
 
@@ -62,7 +62,7 @@ VERDICTS: tuple[VerdictName, ...] = ("within_noise", "regression", "inconclusive
 REASONS: tuple[ReasonName, ...] = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
            "too_few_documents", "rare_failures_not_ruled_out", "identical_outputs", "identical_scores",
            "baseline_unfit")
-# A baseline that cannot read the pages makes every comparison vacuous (issue 27, item 6): the floors on the
+# A baseline that cannot read the pages makes every comparison vacuous: the floors on the
 # baseline's own mean score are the metric registry's (quantgate.schema.metrics says why).
 SUGGESTED_BASELINE_FLOORS = {m: s.baseline_floor for m, s in METRICS.items() if s.baseline_floor is not None}
 
@@ -449,7 +449,7 @@ def plan(cl: Cluster, b: Bounds, margin: float, *, damage_document, alpha: float
          min_pages: int = MIN_PAGES, min_documents: int = MIN_DOCUMENTS) -> Plan:
     """Pages (and documents) for a pass with probability ``power`` if the true shift is ``expected_shift``
     (oriented; 0: the candidate no different) — a planning alternative, never the observed shift (that is
-    post-hoc power: near the margin it delivers about 62% of a promised 80%, issue 27). Documents like the
+    post-hoc power: near the margin it delivers about 62% of a promised 80%). Documents like the
     study's (same pages per document, same largest document); σ the spread of the pseudo-values
     z_i = u_i·G/N, the larger of their sd and the spread the interval implies, raised to its 80% upper
     confidence bound (χ², G − 1 df) because the study's own spread is uncertain. Two requirements, the
@@ -627,7 +627,7 @@ def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPH
 
 
 def assumption(dec: Decision) -> str:
-    """The sentence a verdict states about what it assumes (issue 27, item 3)."""
+    """The sentence a verdict states about what it assumes."""
     doc = ("" if dec.worst_document_damage >= dec.worst_page_damage else
            f" and no document by more than {dec.worst_document_damage:g} on average")
     return f"assuming no page is damaged by more than {dec.worst_page_damage:g}{doc}"

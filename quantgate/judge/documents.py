@@ -1,4 +1,4 @@
-"""Which document each paired page belongs to, from the score rows' ``document`` (issue 27): the unit a
+"""Which document each paired page belongs to, from the score rows' ``document``: the unit a
 document-level verdict resamples. Checked where rows are paired, because the two files must agree — a page
 is in one document whichever variant's output was scored."""
 

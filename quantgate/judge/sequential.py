@@ -3,7 +3,7 @@ batch, and stop a variant's accuracy pass as soon as every verdict is decisive (
 "Sequential verdicts"; simulated in benchmarks/sequential_verdicts.py).
 
 Each look k (after n_k pages) runs the fixed-design verdict of ``clustered`` (documents as the unit, the
-rare-failure rule and the bounded test at the design's alpha; issue 27) on the first n_k pages, the interval at a
+rare-failure rule and the bounded test at the design's alpha) on the first n_k pages, the interval at a
 nominal one-sided level α_k instead of 5%: non-inferiority passes when the lower end of the
 (1 − 2α_k) interval clears −margin, a regression is called when the upper end lies below −margin.
 α_k = 1 − Φ(c_k), where c_1, c_2, … are Lan–DeMets alpha-spending boundaries for the z statistics of the

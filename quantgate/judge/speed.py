@@ -10,7 +10,7 @@ deviations are widened by sqrt(n/(n-1)) (a resampled mean varies (n-1)/n as much
 quantiles are taken at the normal tail that matches Student's t at Welch's degrees of freedom (rounded down).
 Measured coverage of the 90 % interval on lognormal waves with a known ratio (tests/unit/judge/test_speed.py):
 about 0.90 at 3 waves per arm, where the plain percentile interval covers about 0.75. It describes the spread
-between waves of one session; a drift between sessions (bf16 moved 6 % between two GPU periods, issue 30) is
+between waves of one session; a drift between sessions (bf16 moved 6 % between two GPU periods) is
 outside it.
 
 Written by hand and numpy only: scipy.stats.bootstrap has no small-sample expansion, and this module is imported

@@ -16,7 +16,7 @@ Method (docs/statistics.md has the why, a worked example and the calibration tab
   the lower end is above −margin, a regression is called when the upper end is below −margin.
   p-values invert the same interval, so ``p ≤ α`` agrees with it (up to ties).
 
-Verdicts are made by ``quantgate.judge.clustered`` (documents as the unit, issue 27); what stays here is the
+Verdicts are made by ``quantgate.judge.clustered`` (documents as the unit); what stays here is the
 page-level interval, which the sequential looks and the historical page-level calibration
 (benchmarks/verdict_calibration.py) still use, and the descriptive percentile interval of ``quantgate score``.
 

@@ -15,7 +15,7 @@ def page_image(task_dir: Path, doc: dict) -> list:
     from PIL import Image
 
     path = Path(doc["image"])
-    if path.is_absolute():  # a task written before issue 32
+    if path.is_absolute():  # a task written before image paths were relative
         data = path.read_bytes()
     else:
         data = (Path(task_dir) / path).resolve().read_bytes()

@@ -64,7 +64,7 @@ IMAGES = "images"  # the task folder's copies of page images that lie outside th
 def write_page_task(pageset_dir: Path, out_dir: Path, *, prompt: str, split: str = "heldout",
                     limit: int | None = None, max_tokens: int = 48, root: Path | None = None) -> Path:
     """Write the task folder; returns it (pass it as the include path). Each document names its page by id and
-    its image by a path relative to the task folder (issue 32: lm-eval's doc_hash covers the document, so an
+    its image by a path relative to the task folder (lm-eval's doc_hash covers the document, so an
     absolute path made a moved study's documents differ): the page set's own image when it lies inside ``root``
     (the study folder), else a copy under the task folder's ``images/``."""
     import os

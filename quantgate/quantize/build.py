@@ -174,7 +174,7 @@ class Build:
     trust_remote_code: bool
     device: str
     record_root: Path | None
-    # issue 31: (devices, max_memory, device_map, bytes_per_device) when spread over several GPUs (quantize.devices)
+    # (devices, max_memory, device_map, bytes_per_device) when spread over several GPUs (quantize.devices)
     spread: tuple | None = None
 
     @property
@@ -192,11 +192,10 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     """Build (or reuse) the variant ``out``. ``record_root``: quantgate.json records the source and calibration
     paths relative to it when they lie inside it (a study passes its folder; see ``fileio.recorded_path``).
     ``note``: one short phrase per step worth showing beside a progress line (``calibrating on 8 page(s)``).
-    ``devices`` / ``max_memory``: the model spread over several GPUs under per-device caps (``quantize.devices``,
-    issue 31)."""
+    ``devices`` / ``max_memory``: the model spread over several GPUs under per-device caps (``quantize.devices``)."""
     from quantgate.quantize.devices import check_flags
 
-    check_flags(devices, max_memory, device, pipeline)  # issue 31: before the plan is made
+    check_flags(devices, max_memory, device, pipeline)  # before the plan is made
     job = _settle(Path(model_dir), recipe_spec, Path(out), calibration=calibration, samples=samples,
                   max_seq_len=max_seq_len, prompt=prompt, pipeline=pipeline, text_only=text_only,
                   trust_remote_code=trust_remote_code, allow_pickle_files=allow_pickle_files, device=device,
@@ -204,7 +203,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
     existing = _reusable(job, overwrite, log)
     if existing is not None:
         return QuantizeResult(manifest=existing, reused=True)
-    if devices:  # issue 31: the device map planned (no weights read) and checked against the caps before any work
+    if devices:  # the device map planned (no weights read) and checked against the caps before any work
         from quantgate.quantize.devices import check_visible, plan_device_map
 
         check_visible(devices)
@@ -235,7 +234,7 @@ def quantize(model_dir: Path, recipe_spec: str | Path, out: Path, *, calibration
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, SystemExit):
                 log(f"stopped by a signal; removed the partial build {tmp}")
-            if disk_full(e):  # safetensors' SafetensorError carries only the OS's text (issue 32: a raw traceback)
+            if disk_full(e):  # safetensors' SafetensorError carries only the OS's text (a raw traceback)
                 raise disk_full_error(job.out.parent, e) from None
             raise
         finally:
@@ -397,7 +396,7 @@ def _load(job: Build):
     if job.spread is not None:
         from quantgate.quantize.devices import loadable
 
-        device = loadable(job.spread[2])  # issue 31: exactly the map planned and recorded
+        device = loadable(job.spread[2])  # exactly the map planned and recorded
     elif device == "auto":
         # Whole model on the GPU when there is one: calibration of a 4B VLM on page images takes
         # minutes there and hours on CPU; --pipeline sequential (model on CPU) for models that don't fit.

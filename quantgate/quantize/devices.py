@@ -1,4 +1,4 @@
-"""``quantgate quantize --devices 0,1 --max-memory 0=20GiB,1=20GiB`` (issue 31): a model too big for one GPU,
+"""``quantgate quantize --devices 0,1 --max-memory 0=20GiB,1=20GiB``: a model too big for one GPU,
 quantized with the same plan, verification and manifest, spread over several.
 
 The path chosen is llmcompressor 0.14's own for the basic pipeline (its "Model Loading" guide: ``device_map=

@@ -72,7 +72,7 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
         v["speedup"] = {str(lv.concurrency): (lv.pages_per_s / base_levels[lv.concurrency].pages_per_s)
                         if honest and lv.concurrency in base_levels and base_levels[lv.concurrency].pages_per_s else None
                         for lv in v["levels"]}
-    for v in variants:  # issue 30: made by the study (judge.speed.level_interval) from the runs' speed levels
+    for v in variants:  # made by the study (judge.speed.level_interval) from the runs' speed levels
         v["speedup_interval"] = (speed_intervals or {}).get(v["name"], {})
     expected = (len(study.variants) - 1) * len(study.metrics)
     lm_verdicts = list(lm_eval.verdicts) if lm_eval else []

@@ -87,7 +87,7 @@ def engine_differences(r: Summary) -> list[str]:
 
 
 # A wait this long after vLLM's profiling run is not the format's (the committed starts with FlashInfer's sampling
-# module built spent 1-10 s there; the four starts that built it, 122 s: docs/gpu.md, item 6)
+# module built spent 1-10 s there; the four starts that built it, 122 s: lab/2026-12-03-h200-seven-variant-study/plan.md)
 LONG_PROFILE_WAIT_S = 30.0
 
 

@@ -72,7 +72,7 @@ def _pages(v) -> str:
 
 
 def _docs(v) -> str:
-    """baseline score, documents and design effect, flips (issue 27): "–" where a row lacks one (schema 2)."""
+    """baseline score, documents and design effect, flips: "–" where a row lacks one (schema 2)."""
     flips = "–" if v.flips is None else f"{v.flips}" + ("" if v.flips_source != "scores" else " (scores)")
     return f"{_f(v.baseline_score)} | {_f(v.documents, 'd')} | {_f(v.design_effect, '.2f')} | {flips}"
 
@@ -136,7 +136,7 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
 
 
 def _speed_wave_lines(r: Summary) -> list[str]:
-    """Issue 30: the speed levels sent in repeated waves, each variant's ratio to the baseline with its interval."""
+    """The speed levels sent in repeated waves, each variant's ratio to the baseline with its interval."""
     if not any(v.speed for v in r.variants):
         return []
     eos = any(lv.ignore_eos for v in r.variants for lv in v.speed)

@@ -1,4 +1,4 @@
-"""What a report may say about speed, per backend and per level measured (issue 28 item 4): one place for
+"""What a report may say about speed, per backend and per level measured: one place for
 whether a variant's speed is a quantized speed, which levels the SLO comparison uses, and what the measured
 throughput across levels shows."""
 
@@ -68,7 +68,7 @@ def throughput_lines(r: Summary) -> list[str]:
 
 
 def preemption_lines(r: Summary) -> list[str]:
-    """Issue 30: per variant whose server counts preemptions (vLLM), how many requests it preempted at each level
+    """Per variant whose server counts preemptions (vLLM), how many requests it preempted at each level
     — a level where the KV cache ran out measures recomputation too; nothing when no server counts them."""
     counted = [v for v in r.variants if v.preemptions is not None]
     if not counted:

@@ -1,4 +1,4 @@
-"""The worst pages as report.html shows them (issue 28 item 3): each page's image embedded (a thumbnail that
+"""The worst pages as report.html shows them: each page's image embedded (a thumbnail that
 opens to the page at up to FULL_PX), long texts folded, differences marked only where difflib stays fast, and a
 line for each variant without worst pages saying why. Everything stays inside the one HTML file."""
 

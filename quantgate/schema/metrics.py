@@ -38,12 +38,12 @@ class MetricSpec(BaseModel):
     # A family is scored only when asked for (``--metrics omnidoc`` or by name), not by default: its metrics
     # need block-level truth and a page without the category is not scored on them (docs/metrics.md).
     family: str | None = None
-    # issue 27: the worst damage one page can take, for the rare-failure rule (docs/statistics.md, "Rare
+    # the worst damage one page can take, for the rare-failure rule (docs/statistics.md, "Rare
     # failures"); None: the whole range (margin_ceiling: 1 for ned/checks, an output that reads nothing; cer/wer
     # are clipped to [0, 1] for the verdict, so 1 for them too)
     worst_page_damage: float | None = None
     # the baseline's own mean score past which it cannot read the pages and every verdict is vacuous (reason
-    # baseline_unfit, issue 27 item 6): past 0.5 at least half the text (ned, cer, wer, bow_f1, table_teds) or,
+    # baseline_unfit): past 0.5 at least half the text (ned, cer, wer, bow_f1, table_teds) or,
     # below 0.2, four checks in five (checks) are wrong, so "as good as the baseline" says nothing
     baseline_floor: float | None = None
 

@@ -119,7 +119,7 @@ class PageSetStats(Record):
 
 class PageSetCopy(Record):
     """``pages-copy.json`` in a study folder: its ``pages/`` is the study's copy of a page set that lies outside it
-    (issue 32: so the gate binds the images and truths it judged). ``source`` is where it was copied from (as the
+    (so the gate binds the images and truths it judged). ``source`` is where it was copied from (as the
     study named it: informational, a moved study keeps its copy); ``pages_sha256`` the copied pages.jsonl's."""
 
     schema_version: Literal[1] = 1

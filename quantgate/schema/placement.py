@@ -1,4 +1,4 @@
-"""Records of where work runs (issue 31): what a study's placement is asked (``PlacementRequest``: the device
+"""Records of where work runs: what a study's placement is asked (``PlacementRequest``: the device
 pool, the servers mode, each variant's parallel settings and memory fraction) and what it gives
 (``Placement``: per variant its devices and its wave); ``run.json``'s ``ServerLayout`` carries one
 ``VariantPlacement``, whose ``identity`` decides whether a rerun resumes. ``QuantizeDevices``: how

@@ -31,7 +31,7 @@ class ServeOptions(Record):
     ignore_eos: bool = False  # fixed output length: speed runs on random weights
     waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
     record_root: Path | None = None  # run.json's paths relative to this folder when they lie inside it
-    speed: SpeedWaves | None = None  # issue 30: speed levels sent in repeated waves, into speed.jsonl
+    speed: SpeedWaves | None = None  # speed levels sent in repeated waves, into speed.jsonl
 
 
 ErrorKind = Literal["infrastructure", "page"]
@@ -60,7 +60,7 @@ class RequestRecord(Record):
     truncated: bool = False  # finish_reason "length": the model's output, cut at max_tokens, kept and scored
     attempts: int = 1
     session: str | None = None  # one id per invocation, so a resumed level's speed excludes the gap
-    wave: int | None = None  # a speed level's repeat (speed.jsonl, issue 30); None: a page run
+    wave: int | None = None  # a speed level's repeat (speed.jsonl); None: a page run
     prev: str | None = None  # schema 3: io.chain's digest of the record before (the run's anchor for the first)
 
     @model_validator(mode="after")
@@ -83,7 +83,7 @@ class LevelStats(Record):
 
 
 class SpeedLevel(Record):
-    """One speed level sent in repeated waves (issue 30): each complete wave's own figures, from which
+    """One speed level sent in repeated waves: each complete wave's own figures, from which
     ``judge.speed.speedup_interval`` takes a ratio to the baseline with its interval."""
 
     concurrency: int
@@ -125,7 +125,7 @@ class EngineSettings(Record):
     graph_capture_s: float | None = None
     # vLLM: seconds from the end of its profiling forward pass ("Initial profiling/warmup run took") to its KV-cache
     # line, from the log's timestamps (1 s resolution). On a fresh machine the first sampler call JIT-builds
-    # FlashInfer's sampling module there (vLLM 0.26 / flashinfer 0.6.14 source; docs/gpu-plan-issue30.md, item 6)
+    # FlashInfer's sampling module there (vLLM 0.26 / flashinfer 0.6.14 source; lab/2026-12-03-h200-seven-variant-study/plan.md)
     profile_wait_s: float | None = None
     # vLLM: seconds from its KV-cache line to the end of its warm-up ("Kernel JIT monitor activated", else the "init
     # engine … took" line): CUDA graph capture, and where a start samples only after the KV cache is made (vLLM
@@ -163,7 +163,7 @@ class RunNumerics(Record):
 
 
 class ServerLayout(Record):
-    """Where a study's server for this variant ran and beside what (issue 22): ``one_at_a_time`` starts
+    """Where a study's server for this variant ran and beside what: ``one_at_a_time`` starts
     each variant's server when the previous one is done (the next may start during the previous lm-eval);
     ``all_at_once`` starts every server of the study together so their starts (compiles) overlap, then
     serves the variants' pages one after another, each with the others idle."""
@@ -173,7 +173,7 @@ class ServerLayout(Record):
     servers_in_study: int
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES the study gave this server; None: inherited
     env: dict[str, str] = Field(default_factory=dict)  # the variant's server_env
-    placement: VariantPlacement | None = None  # issue 31: its GPUs, wave and parallel settings (study/placement.py)
+    placement: VariantPlacement | None = None  # its GPUs, wave and parallel settings (study/placement.py)
 
 
 class SequentialStop(Record):
@@ -220,7 +220,7 @@ class RunManifest(Record):
     server_env: dict[str, str] | None = None  # a study variant's server_env
     server_version: str | None = None
     kernels: KernelCounts = Field(default_factory=dict)
-    engine: EngineSettings | None = None  # the settings that shaped this run's speed (issue 20)
+    engine: EngineSettings | None = None  # the settings that shaped this run's speed
     layout: ServerLayout | None = None  # set by a study: how its servers were placed when this run's was started
     # None: the backend serves a model quantgate cannot read (an endpoint by name), or run.json predates it
     numerics: RunNumerics | None = None
@@ -233,11 +233,11 @@ class RunManifest(Record):
     ignore_eos: bool = False  # fixed output length: speed runs on random weights
     waves: float | None = None  # None: every page at every level; else ceil(waves * c) pages (at least 3)
     levels: list[LevelStats] = Field(default_factory=list)
-    speed: list[SpeedLevel] = Field(default_factory=list)  # issue 30: repeated speed levels (speed.jsonl)
+    speed: list[SpeedLevel] = Field(default_factory=list)  # repeated speed levels (speed.jsonl)
     slo_p90_latency_s: float
     max_concurrency_within_slo: int | None = None
     sequential: SequentialStop | None = None  # a sequential accuracy pass: where it stopped
-    # issue 30: requests the server preempted while each concurrency level's requests (page runs and speed waves)
+    # requests the server preempted while each concurrency level's requests (page runs and speed waves)
     # were in flight, from its own counter (vLLM: vllm:num_preemptions_total on /metrics); None: it publishes none
     preemptions: dict[int, int] | None = None
 

@@ -20,7 +20,7 @@ MIN_WAVES = 3  # a speed-up interval needs at least this many waves per arm (jud
 
 
 class SpeedWaves(Record):
-    """How a run sends its speed levels (issue 30): ``repeats`` waves per level, each ``max(c, wave_requests)``
+    """How a run sends its speed levels: ``repeats`` waves per level, each ``max(c, wave_requests)``
     requests (pages cycled) sent together by one client call, so waves never overlap and each is one figure."""
 
     levels: list[int] = Field(min_length=1)

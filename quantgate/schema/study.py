@@ -67,7 +67,7 @@ class VariantSpec(_S):
     recipe: str
     server_args: list[str] = Field(default_factory=list)  # e.g. ["--kv-cache-dtype", "fp8"]
     server_env: dict[EnvName, str] = Field(default_factory=dict)  # e.g. {VLLM_BATCH_INVARIANT: "1"}
-    # issue 31: this variant's own values of the study backend's options, e.g. {tensor_parallel_size: 2}
+    # this variant's own values of the study backend's options, e.g. {tensor_parallel_size: 2}
     # (checked by that backend's options model: quantgate.study.placement.variant_backend)
     backend: dict[str, Any] = Field(default_factory=dict)
 
@@ -88,7 +88,7 @@ class LmEvalSpec(_S):
     concurrent: PositiveInt = 1
     margin: PositiveFloat = 0.02  # equivalence margin in each metric's units
     margins: dict[str, PositiveFloat] = Field(default_factory=dict)  # per "metric" or "task/metric"
-    # issue 27's rare-failure rule for lm-eval's samples: the worst damage one sample can take, in the metric's
+    # the rare-failure rule for lm-eval's samples: the worst damage one sample can take, in the metric's
     # units (None: the metric's whole range, 1 for exact_match — 59 samples at a 0.05 margin)
     worst_sample_damage: PositiveFloat | None = None
 
@@ -121,7 +121,7 @@ class SequentialSpec(_S):
 
 
 class SpeedSpec(_S):
-    """``speed:`` (issue 30): each speed level sent in ``repeats`` waves of ``max(c, wave_requests)`` requests
+    """``speed:``: each speed level sent in ``repeats`` waves of ``max(c, wave_requests)`` requests
     (pages cycled), apart from the accuracy pass, so the report gives every ratio to the baseline an interval
     (``judge.speed.speedup_interval``). The study's other levels are then not served as whole page passes
     (only the accuracy level and the baseline's noise level are)."""
@@ -173,7 +173,7 @@ class Study(_S):
     resamples: PositiveInt = 10_000
     # below the calibrated minimum (MIN_PAGES) only for smoke tests: the report says the verdicts are not calibrated
     min_pages: Annotated[int, _Num, Field(ge=2)] = MIN_PAGES
-    # issue 27 (docs/statistics.md, "In a study"): per metric, like margins, because each is in the metric's units —
+    # (docs/statistics.md, "In a study"): per metric, like margins, because each is in the metric's units —
     # the worst damage of a page (document) a pass assumes (unset: the metric's range), the baseline's floor
     # (unset: the registry's) and the planning alternative of pages_needed (how much worse, >= 0; unset: 0);
     # min_documents is a count, one for the study
@@ -191,9 +191,9 @@ class Study(_S):
     # with the others idle (quantgate.study.run)
     servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
-    cluster: ClusterSpec | None = None  # issue 31: quantize and servers as Ray tasks and actors (study/cluster.py)
-    speed: SpeedSpec | None = None  # issue 30: speed levels in repeated waves, with intervals
-    # issue 28: beside each overall verdict, one per value of these page tag keys ("language" judges the pages
+    cluster: ClusterSpec | None = None  # quantize and servers as Ray tasks and actors (study/cluster.py)
+    speed: SpeedSpec | None = None  # speed levels in repeated waves, with intervals
+    # beside each overall verdict, one per value of these page tag keys ("language" judges the pages
     # tagged language:english, language:chinese, ... each on their own), all in the study's Holm family
     verdicts_by_tag: list[Annotated[str, Field(pattern=r"^[^:\s]+$")]] = Field(default_factory=list)
 

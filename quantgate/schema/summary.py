@@ -21,7 +21,7 @@ from quantgate.schema.timings import TimeBudget
 from quantgate.schema.verdict import TestName, Verdict
 
 SUMMARY = "summary.json"
-# 2: verdicts with reasons and the declared margin (issue 15), paths relative to the study folder, ``inputs``
+# 2: verdicts with reasons and the declared margin, paths relative to the study folder, ``inputs``
 # 3: each variant's ``kernels`` counts every choice vLLM logged per scheme (as run.json 2); 2 is read, upgraded
 SUMMARY_SCHEMA_VERSION: Literal[3] = 3
 
@@ -49,10 +49,10 @@ class VariantVerdict(Verdict):
     """One verdict of a candidate variant on one metric: a ``Verdict`` and the variant's name."""
 
     variant: str
-    # issue 31: a candidate in another TP/DP layout than the baseline: its noise floor was measured in that layout
+    # a candidate in another TP/DP layout than the baseline: its noise floor was measured in that layout
     # (a layout twin) or not (quantgate.study.noise_layout); None: the baseline's layout
     noise_layout: Literal["measured", "not_measured"] | None = None
-    # issue 28: a verdict on the pages of one tag value only (``verdicts_by_tag``), e.g. "language:english";
+    # a verdict on the pages of one tag value only (``verdicts_by_tag``), e.g. "language:english";
     # None: every judged page
     tag: str | None = None
 
@@ -66,7 +66,7 @@ class VariantVerdict(Verdict):
         d = handler(self)
         for k in ("noise_layout", "tag"):
             if d.get(k) is None:
-                d.pop(k, None)  # the baseline's layout / every page: the row as before issues 31 and 28
+                d.pop(k, None)  # the baseline's layout / every page: the row as before layouts and tags existed
         return {"variant": d.pop("variant"), **d}  # the name leads the row, as it reads
 
 
@@ -116,8 +116,8 @@ class VariantSummary(Record):
     max_concurrency_within_slo: int | None
     calibration_pages: int
     speedup: dict[str, float | None]  # concurrency (as text) -> pages/s over the baseline's
-    speed: list[SpeedLevel] = Field(default_factory=list)  # issue 30: the speed levels' waves (run.json)
-    # issue 30: concurrency (as text) -> the waves' ratio to the baseline's, with its interval
+    speed: list[SpeedLevel] = Field(default_factory=list)  # the speed levels' waves (run.json)
+    # concurrency (as text) -> the waves' ratio to the baseline's, with its interval
     speedup_interval: dict[str, SpeedupInterval] = Field(default_factory=dict)
     sequential: SequentialDecision | None = None  # a sequential study's candidate: the decision its pass stopped at
     preemptions: dict[str, int] | None = None  # concurrency (as text) -> requests preempted there (run.json)

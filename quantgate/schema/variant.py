@@ -110,7 +110,7 @@ class VariantManifest(Record):
     wall_s: float
     peak_rss_mb: float
     peak_gpu_mb: float | None
-    # issue 31: torch.cuda.max_memory_allocated per visible device (None on CPU); where --devices spread the model
+    # torch.cuda.max_memory_allocated per visible device (None on CPU); where --devices spread the model
     peak_gpu_mb_per_device: dict[str, float] | None = None
     devices: QuantizeDevices | None = None
 

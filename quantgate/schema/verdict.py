@@ -55,7 +55,7 @@ class Comparison(Record):
     confidence: float = DEFAULT_CONFIDENCE
     min_pages: int = MIN_PAGES
     power: float = DEFAULT_POWER
-    # issue 27: the document-level verdict's settings (None: the metric registry's default)
+    # the document-level verdict's settings (None: the metric registry's default)
     min_documents: int = MIN_DOCUMENTS
     worst_page_damage: float | None = None
     worst_document_damage: float | None = None
@@ -117,7 +117,7 @@ class Verdict(Record):
     """One paired comparison (docs/statistics.md). Interval, delta and noise are in the metric's own
     units and direction; the tests themselves run on differences oriented so that higher is better."""
 
-    # 3: documents as the unit (issue 27): the document-level fields below; 2 is read (they are then None)
+    # 3: documents as the unit: the document-level fields below; 2 is read (they are then None)
     schema_version: Literal[3] = 3
     metric: str
     higher_is_better: bool
@@ -151,7 +151,7 @@ class Verdict(Record):
     pages_changed: int | None = None  # pages whose output text differs (score rows with output_sha256)
     pages_compared: int | None = None
     missing_pages: list[str] = Field(default_factory=list)
-    # --- issue 27: documents, rare failures, the baseline, flips (None in schema-2 verdicts and under exact) ----
+    # --- documents, rare failures, the baseline, flips (None in schema-2 verdicts and under exact) ----
     documents: int | None = None  # documents compared (a page without a document is its own)
     largest_document: int | None = None  # pages of the largest
     design_effect: float | None = None  # Kish: the document-level variance over the page-level one
@@ -272,7 +272,7 @@ def explain(v: Verdict, lo: float, hi: float) -> str:
 
 
 def _assumed(v: Verdict) -> str:
-    """What a pass assumes (issue 27, item 3): no page damaged by more than D (nor a document by more than D_doc)."""
+    """What a pass assumes: no page damaged by more than D (nor a document by more than D_doc)."""
     if v.worst_page_damage is None:
         return "on pages taken as independent"
     doc = ("" if v.worst_document_damage is None or v.worst_document_damage >= v.worst_page_damage else

@@ -9,7 +9,7 @@ Here the same page, the same KaTeX (npm's ``katex`` 0.16.21, installed at setup:
 same span extraction run in the system Chromium through its own ``--dump-dom`` command line, many
 equations per launch, so no Python browser driver is needed. ``compare_rendered`` is upstream's
 ``compare_rendered_equations`` ported line for line (it cannot be imported: its module starts
-Playwright at import). ``tests/unit/scoring/test_olmocr_math.py`` checks both against upstream's code."""
+Playwright at import). ``tests/e2e/test_olmocr_math.py`` checks both against upstream's code."""
 
 from __future__ import annotations
 

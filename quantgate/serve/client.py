@@ -6,7 +6,7 @@ requests in flight. Each finished request is appended to ``requests.jsonl`` at o
 is recorded with its error (connection errors are retried a bounded number of times first) and
 never raised out of the run.
 
-Nothing a server sends is trusted (issue 32): every field read is validated (``serve.wire``), the
+Nothing a server sends is trusted: every field read is validated (``serve.wire``), the
 answer must name the requested model, bytes and content chunks are capped from ``max_tokens``, an
 unfinished stream is an error, and one deadline bounds each request. Failures on the server's side are
 recorded as ``error_kind: infrastructure``; an output cut at max_tokens is the model's, kept and
@@ -66,7 +66,7 @@ class RecordWriteError(QuantgateError):
     exit_code = 5
 
 
-# Caps per request, from max_tokens (issue 32): a server that ignores max_tokens, or sends one endless line,
+# Caps per request, from max_tokens: a server that ignores max_tokens, or sends one endless line,
 # ends that request as an error instead of growing memory without bound. A server that streams one chunk per
 # token never sends more content chunks than max_tokens; the slack (2x + 16) leaves room for servers that split
 # a token's text over chunks. A chunk's JSON is an envelope (id, created, the model name, one choice) around a
@@ -273,7 +273,7 @@ async def send_page(client: aiohttp.ClientSession, spec: RequestSpec, page_id: s
 async def _warm_up(client: aiohttp.ClientSession, spec: RequestSpec, load: Callable[[], bytes]) -> str | None:
     """One untimed request before a level. None, or why the level is not sent: a warm-up with no answer within
     the timeout means a stalled server, and sending every page to it would cost a full timeout each on top of
-    this one (the 1.5-2x overshoot of issue 32). Other warm-up failures show up again in the timed requests."""
+    this one (a study once overshot its time 1.5-2x so). Other warm-up failures show up again in the timed requests."""
     url = await read_image(load)
     if isinstance(url, Exception):
         return None

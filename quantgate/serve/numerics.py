@@ -38,7 +38,7 @@ TRANSFORMERS_CPU: dict[str, tuple[Computes, str]] = {
     "w2a16": ("weights-only", BF16),
 }
 # vLLM kernels whose numerics are known, and for which format they were seen (H200, vLLM 0.26;
-# docs/gpu.md, ../shared/gpu/README.md). Known from the kernel vLLM named, not from a GPU measurement
+# lab/2026-11-30-h200-serving-options/findings.md, ../shared/gpu/README.md). Known from the kernel vLLM named, not from a GPU measurement
 # of module outputs (that is still to do).
 VLLM_KERNELS: dict[str, tuple[str, Computes, str]] = {
     "CutlassFP8ScaledMMLinearKernel": ("fp8", "weights+activations", "FP8 E4M3, per token, dynamic scale (W8A8)"),

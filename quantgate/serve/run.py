@@ -37,7 +37,7 @@ from quantgate.serve.server import ManagedServer, SharedServer, log_tail
 from quantgate.serve.stats import level_stats, max_concurrency_within_slo
 
 REQUESTS = "requests.jsonl"
-SPEED = "speed.jsonl"  # issue 30: the speed levels' waves, apart from the page runs that are scored
+SPEED = "speed.jsonl"  # the speed levels' waves, apart from the page runs that are scored
 RUN = "run.json"
 
 
@@ -245,9 +245,9 @@ def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLay
     # the server's own flags and environment are part of what was measured (an FP8 KV cache, a batch-invariant
     # mode); a run.json from before they were recorded (None) is taken as it is
     same = same and all(getattr(old, k) is None or getattr(old, k) == getattr(m, k) for k in ("server_args", "server_env"))
-    # issue 31: so are its parallel settings and the GPUs a study placed it on (schema.placement.same_placement)
+    # so are its parallel settings and the GPUs a study placed it on (schema.placement.same_placement)
     same = same and same_placement(old.layout, layout)
-    # issue 30: a speed level's waves measured with another wave size or output-length rule are another measurement
+    # a speed level's waves measured with another wave size or output-length rule are another measurement
     if speed is not None:
         same = same and all((lv.per_wave, lv.ignore_eos) == (speed.per_wave(lv.concurrency), speed.ignore_eos)
                             for lv in old.speed if lv.concurrency in speed.levels)

@@ -1,4 +1,4 @@
-"""The OpenAI chat-completions wire format, as quantgate reads it (issue 32 item 4): a response body or a
+"""The OpenAI chat-completions wire format, as quantgate reads it: a response body or a
 stream chunk is validated here before any of its fields is used, so a server that sends the wrong type
 (content an int, ``choices`` a string, a null choice, ``usage`` a list) ends that request as an error naming
 the field, never a traceback.

@@ -1,7 +1,7 @@
 """What a recipe's decode step costs by the measured cost table: for a plan (module → format), or per layer group
 and format for ``recommend``'s solver. A step's predicted GPU time is the table's fixed cost plus, for every GEMM,
 its cell in the format the plan gives it; the speed-up is the all-BF16 step's time over it. Additive by
-construction: whether it holds for a mix of formats is what measuring that recipe tells (issue 30 item 4's check)."""
+construction: whether it holds for a mix of formats is what measuring that recipe tells (benchmarks/speed_table_check.py)."""
 
 from __future__ import annotations
 

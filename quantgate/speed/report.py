@@ -1,4 +1,4 @@
-"""The study report's "Decode step" section (issue 30 item 5): beside each variant's pages/s at each level, its
+"""The study report's "Decode step" section: beside each variant's pages/s at each level, its
 GPU ms per decode step, kernels per step and the share of the weight-read bound, from the decode profiles
 ``quantgate speed-profile -o STUDY/speed`` writes (``speed/<variant>/c<C>.profile.json``, ``speed/copy-bandwidth
 .json``), and one sentence on what bounds it (``quantgate.speed.explain``). A level without a profile says "not
@@ -24,7 +24,7 @@ NOT_MEASURED = "not measured"
 
 
 def gemm_by_kernel(p: StepProfile) -> dict[str, KernelTime]:
-    """The step's GEMM-class GPU time per vLLM linear kernel (or library), heaviest first (issue 30 item 1: which
+    """The step's GEMM-class GPU time per vLLM linear kernel (or library), heaviest first (which
     kernels really ran the layers, measured — vLLM's log names each kernel class once per process, not per layer)."""
     rows = [{"name": p.names[s.name], "ms_total": s.us / 1e3, "count": 1} for s in p.step if s.cls == "gemm"]
     return gemm_time(rows, 1) if rows else {}

@@ -1,4 +1,4 @@
-"""A study over a Ray cluster (issue 31): ``cluster: {ray: ADDRESS}`` in the study, or ``quantgate study --ray
+"""A study over a Ray cluster: ``cluster: {ray: ADDRESS}`` in the study, or ``quantgate study --ray
 ADDRESS``. Each variant's quantize runs as a Ray task and its server as a Ray actor, on whichever node has the
 GPUs it needs (or, on a CPU cluster, the study's custom ``resources``); the client, scoring, verdicts and
 report stay on the driver (the ``quantgate study`` process). Ray is imported here only: the single-machine

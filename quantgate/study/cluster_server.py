@@ -1,4 +1,4 @@
-"""A variant's server as a Ray actor (issue 31): the actor starts the backend's own server process
+"""A variant's server as a Ray actor: the actor starts the backend's own server process
 (``ManagedServer``, as on one machine) on its node, bound to the node's address, and the driver talks to it
 over the network. The driver holds a ``RemoteServer`` where a study holds a ``ManagedServer``: the same
 name, command, environment, start seconds and log (on the shared study folder, read from where this start

@@ -1,5 +1,5 @@
 """Whether a tensor-parallel size fits a model's heads, read from its ``config.json`` before anything starts
-(issue 31). vLLM shards every head dimension over the TP ranks and refuses, minutes into a start, a size
+. vLLM shards every head dimension over the TP ranks and refuses, minutes into a start, a size
 that does not divide them. The rules, from vLLM 0.26's source (not measured here):
 
 - attention: ``num_attention_heads`` divisible by TP (``ModelConfig.verify_with_parallel_config``);

@@ -1,4 +1,4 @@
-"""Issue 31, item 5: a candidate served in another parallel layout than the baseline (TP/DP) is judged beside a
+"""A candidate served in another parallel layout than the baseline (TP/DP) is judged beside a
 noise floor measured in that layout, or its verdict says the floor was not measured there.
 
 The noise floor is how far BF16 moves when served again (``judge.compare``: e = baseline' − baseline). For a

@@ -1,4 +1,4 @@
-"""Issue 32, item 1: a study's page set that lies outside its folder is copied in (``<out>/pages``), so the gate binds
+"""A study's page set that lies outside its folder is copied in (``<out>/pages``), so the gate binds
 its images and truths as it binds a synthetic set's — the folder alone vouches for what was judged, wherever it goes.
 
 On every start the source is hashed against its own pages.jsonl (an image or truth edited there is refused, naming

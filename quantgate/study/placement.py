@@ -1,4 +1,4 @@
-"""Where a study's servers run (issue 31): each variant's parallel settings from its backend options (vLLM's
+"""Where a study's servers run: each variant's parallel settings from its backend options (vLLM's
 ``tensor_parallel_size`` / ``data_parallel_size``, the study's ``backend:`` block with the variant's own
 ``backend:`` overrides — one place), placed on groups of GPUs from the study's ``gpus:`` pool.
 
@@ -13,7 +13,7 @@ Rules (``place``):
   already in it (least-loaded GPUs first); what does not fit waits for a later wave. A wave's servers
   are up together; the next wave starts when its variants are done.
 
-Without a pool the servers inherit the devices, as before issue 31 (a TP=2 server then takes the first two
+Without a pool the servers inherit the devices, as a study without placement did (a TP=2 server then takes the first two
 it sees). The placement is made from the study alone (never from what a resumed study has left to do), so a
 resumed study places every variant where it was. Refused before any work: a variant needing more GPUs
 than one host of the pool has, and (``heads``) a tensor-parallel size that does not divide the model's heads."""

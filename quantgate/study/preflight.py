@@ -1,4 +1,4 @@
-"""What a study checks before any work (issue 31): where each variant's server runs (the placement on the GPU
+"""What a study checks before any work: where each variant's server runs (the placement on the GPU
 pool, each tensor-parallel size against the model's heads) and, on a cluster, the connection and every work
 node's view of the study's storage. ``quantgate study`` makes these checks before it opens the study's log, so
 a study refused here leaves nothing behind; ``run_study`` makes them itself when called without them."""

@@ -1,4 +1,4 @@
-"""A study's ``speed.profile`` (issue 30 items 4-5): each variant's decode step profiled by its own vLLM server,
+"""A study's ``speed.profile``: each variant's decode step profiled by its own vLLM server,
 right after that server measured its speed waves, at the listed levels — the numbers the report's Decode step
 section explains the speed with come from the very server that measured it, and no second start is paid (a
 separate ``quantgate speed-profile`` starts every variant again: ~80 s each for the 4B class, 2026-12-02).

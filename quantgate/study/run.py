@@ -79,8 +79,8 @@ class _Ctx:
     lm: LmEvalPlan | None
     backend: BackendOptions  # the study's backend block, its paths resolved against the study
     plan: Plan | None  # a sequential study's plan
-    placement: Placement | None = None  # issue 31: each variant's GPUs, wave and parallel settings (study.placement)
-    cluster: Cluster | None = None  # issue 31: the Ray cluster quantize and servers run on (study.cluster), or None
+    placement: Placement | None = None  # each variant's GPUs, wave and parallel settings (study.placement)
+    cluster: Cluster | None = None  # the Ray cluster quantize and servers run on (study.cluster), or None
 
     @property
     def n_pages(self) -> int:
@@ -107,7 +107,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     st = load_study(study_path)  # every field and number checked before any page, weight or server
     base = study_path.resolve().parent
     out = study_output(study_path, out, st)
-    # issue 31: the placement (GPU pool, TP/DP, heads) and the cluster (address, every node's storage) are
+    # the placement (GPU pool, TP/DP, heads) and the cluster (address, every node's storage) are
     # checked before any work (study.preflight); a cluster is left when the study ends
     from quantgate.study.placement import describe
     from quantgate.study.preflight import prepare
@@ -128,7 +128,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
             servers = _servers(ctx, servers_open)
             # all_at_once: a variant's server starts as soon as its weights are written, beside the next
             # variant's quantization, so quantizing hides behind the starts instead of preceding them
-            # (issue 31: of the first wave only; later waves start when the one before is done; not on a cluster,
+            # (of the first wave only; later waves start when the one before is done; not on a cluster,
             # where a server up early could hold the GPU or slot a later quantize task waits for)
             ready = (lambda v: ctx.placement.variants[v.name].wave == 0 and _prestart(ctx, v, servers)) \
                 if st.servers == "all_at_once" and cluster is None else None
@@ -187,7 +187,7 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
 
 def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] | None = None) -> None:
     """Every variant's weights under ``out/variants/<name>`` (reused when their inputs match); ``ready(v)``
-    is called as each one is written. On a cluster each quantize runs as a Ray task on a node (issue 31)."""
+    is called as each one is written. On a cluster each quantize runs as a Ray task on a node."""
     from quantgate.quantize import quantize
 
     quantize = ctx.cluster.quantize if ctx.cluster else quantize
@@ -223,7 +223,7 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
             label = f"{v.name}: {name} start" + (beside if background else "")
             return clock.stage("server_start", label, unit=None, variant=v.name, background=background)
 
-        # issue 31: the variant's GPUs from the placement, its own backend options (TP/DP), a Ray actor on a cluster
+        # the variant's GPUs from the placement, its own backend options (TP/DP), a Ray actor on a cluster
         placed = ctx.placement.variants[v.name]
         env = {**v.server_env, **placement_env(placed)}
         gpu = env.get("CUDA_VISIBLE_DEVICES") if placed.placed_by == "study" else None
@@ -260,7 +260,7 @@ def _serve_all(ctx: _Ctx, servers: dict[str, SharedServer]) -> None:
     st = ctx.st
     # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
-    if st.servers == "all_at_once":  # issue 31: wave by wave (quantgate.study.placement)
+    if st.servers == "all_at_once":  # wave by wave (quantgate.study.placement)
         for wave in ctx.placement.waves:
             here = [v for v in order if v.name in wave]
             for v in here:
@@ -289,7 +289,7 @@ def _may_share_device(ctx: _Ctx, a: VariantSpec, b: VariantSpec) -> bool:
 
 
 def _serve_on(ctx: _Ctx, v: VariantSpec, server: SharedServer, prestart_next: Callable[[], None] | None) -> None:
-    """``_serve_variant``; on a cluster, started again on another node when its server's node is lost (issue 31)."""
+    """``_serve_variant``; on a cluster, started again on another node when its server's node is lost."""
     if ctx.cluster is None:
         return _serve_variant(ctx, v, server, prestart_next)
     from quantgate.study.cluster_server import survive
@@ -324,7 +324,7 @@ def _needs_server(ctx: _Ctx, v: VariantSpec) -> bool:
 
 
 def _speed_left(ctx: _Ctx, v: VariantSpec) -> bool:
-    """Whether a ``speed:`` study has waves of this variant not yet recorded whole (issue 30)."""
+    """Whether a ``speed:`` study has waves of this variant not yet recorded whole."""
     from quantgate.serve.run import SPEED, load_records, speed_waves_left
 
     sw = ctx.st.speed_waves()

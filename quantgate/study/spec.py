@@ -53,7 +53,7 @@ def check_placement(st: Study, where: str) -> None:
                              "place this server; keep one of them")
     from quantgate.study.placement import plan_placement, variant_backend
 
-    for i, v in enumerate(st.variants):  # issue 31: per-variant backend options, then the placement on the pool
+    for i, v in enumerate(st.variants):  # per-variant backend options, then the placement on the pool
         variant_backend(backend, v, i, where=f"{where}: ")
     if st.gpus and st.cluster:
         raise InputError(f"{where}: field 'gpus': with a cluster, Ray assigns each server its GPUs; remove 'gpus'")

@@ -6,7 +6,7 @@ Page verdicts: each candidate against the baseline at the study's first concurre
 baseline's second level as its noise run, per metric, with the declared margin (the registry's when
 the study declares none), seed, resamples, min_pages and test. lm-eval verdicts (``study.lmeval``)
 join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study
-(``judge.family``). Tag verdicts (``study.verdicts_by_tag``, issue 28): after the overall rows, each candidate ×
+(``judge.family``). Tag verdicts (``study.verdicts_by_tag``): after the overall rows, each candidate ×
 metric again on the pages of each value of each tag key, as their own rows (``VariantVerdict.tag``) in the same
 family; a value with too few pages or documents gives an inconclusive row (``judge.compare.too_few_to_judge``)."""
 
@@ -61,7 +61,7 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
         if v.name == st.baseline:
             continue
         cand = read(score_file(v.name, c0))
-        # issue 31: a candidate in another TP/DP layout is judged beside the noise of that layout when the study
+        # a candidate in another TP/DP layout is judged beside the noise of that layout when the study
         # measures it (a layout twin: quantgate.study.noise_layout), else its verdict says it was not measured
         twin = layout_twin(st, v)
         v_noise, noise_name = ((read(score_file(twin.name, c0)), f"{twin.name}@c{c0} (noise run in its layout)")
@@ -164,7 +164,7 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
 
 def speed_intervals(st: Study, out: Path) -> dict[str, dict[str, SpeedupInterval]] | None:
     """Each variant's speed levels (its run.json, bound with the speed.jsonl they come from) against the baseline's
-    at the same concurrency (issue 30), seeded by the study's seed; None without a ``speed:`` block. The study
+    at the same concurrency, seeded by the study's seed; None without a ``speed:`` block. The study
     reports them and the gate makes them again."""
     from quantgate.io.fileio import safe_join
     from quantgate.judge.speed import level_interval
@@ -198,7 +198,7 @@ def inside(path: Path, out: Path, what: str) -> str:
 
 
 def bound_files(st: Study, out: Path) -> list[str]:
-    """Beyond the score files, what a reported claim rests on (issue 32, the gate binds every claim): each variant's
+    """Beyond the score files, what a reported claim rests on (the gate binds every claim): each variant's
     run.json (speeds, kernels, the server command), requests.jsonl (the outputs scored and shown), speed.jsonl (a
     speed level's waves), its decode profiles under speed/ and quantgate.json
     (recipe, sizes, formats, weight hashes); the page set's pageset.json when it lies in the folder; the lm-eval page
@@ -207,9 +207,9 @@ def bound_files(st: Study, out: Path) -> list[str]:
     files = required_files(st)
     if (out / "pages" / "pageset.json").is_file():
         files.append("pages/pageset.json")
-    # issue 30: the speed waves the speed-up intervals are computed from
+    # the speed waves the speed-up intervals are computed from
     files += [f"runs/{v.name}/speed.jsonl" for v in st.variants if (out / "runs" / v.name / "speed.jsonl").is_file()]
-    # issue 30: what the report's Decode step shows — each variant's decode profiles (speed.profile, or speed-profile
+    # what the report's Decode step shows — each variant's decode profiles (speed.profile, or speed-profile
     # into the folder before the report) and the copy bandwidth their bound divides by; not the cost table, a
     # reading of the profiles that a later speed-profile run rewrites
     names = {v.name for v in st.variants}

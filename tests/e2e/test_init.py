@@ -1,4 +1,4 @@
-"""Issue 19: `quantgate init` writes a commented study YAML from a checkpoint and pages that
+"""`quantgate init` writes a commented study YAML from a checkpoint and pages that
 `quantgate study` runs as written, and refuses unusable models and pages with one clear line."""
 
 import json

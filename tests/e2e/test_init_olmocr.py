@@ -1,4 +1,4 @@
-"""Issue 28: `quantgate init` + `study` + `gate` on olmOCR-bench's sample PDFs with both of its checks files
+"""`quantgate init` + `study` + `gate` on olmOCR-bench's sample PDFs with both of its checks files
 (dataset.jsonl and blanks.jsonl, `--checks` given twice), end to end. The bundled reader was trained on
 synthetic pages and cannot read these: the blank page's check (output at most 10 characters) is the only one
 it passes, so the baseline scores below its checks floor and the honest outcome is `baseline_unfit` —

@@ -1,4 +1,4 @@
-"""Issue 28 item 1: OmniDocBench's JSON truth imported with its page images (`pages import --truth X.json`) and
+"""OmniDocBench's JSON truth imported with its page images (`pages import --truth X.json`) and
 upstream's 18 demo predictions scored through `quantgate score --metrics omnidoc`: the whole-set values are
 upstream's published ones (read from its result JSON), pages without a category are not scored (and counted),
 and bad truth is one clear error with nothing written."""
@@ -52,7 +52,7 @@ def test_import_writes_markdown_and_block_truth_per_page(demo_set):
 
 
 def test_the_block_truth_record_is_bound_like_the_truth(demo_set, tmp_path):
-    """Issue 32 on OmniDocBench pages: the block-matched metrics read each page's ``.omnidoc.json``, so pages.jsonl
+    """Hashes on OmniDocBench pages: the block-matched metrics read each page's ``.omnidoc.json``, so pages.jsonl
     carries its sha256 (schema 3); an edited record is caught by `pages check` and by the check every study start
     runs, and a record pages.jsonl does not bind is refused when scored instead of being read unchecked."""
     import hashlib

@@ -1,4 +1,4 @@
-"""Issue 28 item 3: report.html's worst pages as a reviewer sees them, in headless Chromium — the page image as
+"""Report.html's worst pages as a reviewer sees them, in headless Chromium — the page image as
 a thumbnail that opens to the full page, CJK text drawn with real glyphs (not boxes), long texts folded, the
 variant without worst pages saying why, a page whose image cannot be read listed as such; still one file with
 nothing fetched from elsewhere."""

@@ -1,4 +1,4 @@
-"""Issues 7 and 8: the demo at reduced size (a real verdict spread), kill-and-resume of a study,
+"""The demo at reduced size (a real verdict spread), kill-and-resume of a study,
 reports (HTML in headless Chromium), the gate's exit codes, the lock, bad study files."""
 
 import json
@@ -40,7 +40,7 @@ def demo(tmp_path_factory):
 
 
 def test_demo_console_is_quiet_and_ends_with_the_verdicts(demo):
-    """Issue 19: captured (not a terminal), the console holds one line per stage and no progress-bar
+    """Captured (not a terminal), the console holds one line per stage and no progress-bar
     carriage returns; the libraries' own output went to study.log; it ends with the verdict table and
     the report's path."""
     out, _ = demo
@@ -70,7 +70,7 @@ def test_demo_console_is_quiet_and_ends_with_the_verdicts(demo):
 
 
 def test_demo_starts_one_server_per_variant(demo):
-    """Issue 19: a variant's page runs and its lm-eval run share one server start; the study's timing
+    """A variant's page runs and its lm-eval run share one server start; the study's timing
     records say so too."""
     out, _ = demo
     timings = [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
@@ -102,14 +102,14 @@ def test_demo_shows_a_real_verdict_spread(demo):
     rep = json.loads((out / "summary.json").read_text())
     base = next(x for x in rep["variants"] if x["name"] == "bf16")
     assert rep["complete"] and rep["noise_level"] == 2 and base["levels"][0]["n_requests"] >= 5
-    # the tiny reader reads: BF16 within the issue's quality bar on these pages
+    # the tiny reader reads: BF16 within the quality bar on these pages
     assert v[("fp8-dynamic", "ned")]["baseline_mean"] <= 0.05
     for f in ("report.md", "report.html", "junit.xml"):
         assert (out / f).stat().st_size > 500
 
 
 def test_demo_records_what_transformers_serve_computed(demo):
-    """Issue 16: each run served by `transformers serve` (CPU) records its numerics per format — FP8 as
+    """Each run served by `transformers serve` (CPU) records its numerics per format — FP8 as
     W8A8, INT2 weight-only, from the measurement in test_numerics — in run.json and summary.json, and
     the reports print them; the old unmeasured note ("activation quantization is not simulated") is gone."""
     from quantgate.serve.numerics import MEASURED_BY
@@ -132,7 +132,7 @@ def test_demo_records_what_transformers_serve_computed(demo):
 
 
 def test_gate_exit_codes(demo, tmp_path):
-    """Issue 15's test on a real study: the folder copied elsewhere and gated from a third folder gives
+    """The gate's binding on a real study: the folder copied elsewhere and gated from a third folder gives
     the same exit codes; one byte of a weight file changed in the copy is exit 3 naming it; a verdict
     edited in the copy's summary.json is exit 3."""
     out, _ = demo
@@ -187,13 +187,13 @@ def test_junit_and_markdown(demo):
     assert len(lm_cases) == 2  # one lm-eval verdict per candidate variant (page task, exact_match)
     md = (out / "report.md").read_text()
     assert md.index("| variant | metric | verdict | reason") < md.index("## Speed")
-    # the reasons, the messages and the noise floor column (issue 15), and that these are not calibrated
+    # the reasons, the messages and the noise floor column, and that these are not calibrated
     assert "noise floor (shift)" in md and "`ci_beyond_margin`" in md and "(ci_beyond_margin): at least" in md
     assert "min_pages is 4, below the calibrated minimum of 30" in md and "90% CI" not in md
 
 
 def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
-    # Issue 10: lm-eval ran through each variant's transformers serve on the offline page task.
+    # lm-eval ran through each variant's transformers serve on the offline page task.
     out, _ = demo
     rep = json.loads((out / "summary.json").read_text())
     lm = rep["lm_eval"]
@@ -217,7 +217,7 @@ def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
     summ["lm_eval"] = None
     (copy / "summary.json").write_text(json.dumps(summ))
     r = _qg("gate", str(copy), "--variants", "fp8-dynamic", "--lmeval")
-    # refused either for the missing section or, first since issue 32, for the claims it no longer matches
+    # refused either for the missing section or, first, for the claims it no longer matches
     assert r.returncode == 3 and ("no lm_eval section" in r.stdout or "from the study's files" in r.stdout), r.stdout
 
 
@@ -249,7 +249,7 @@ def test_report_renders_in_headless_chromium(demo):
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0
-    # verdicts, throughput and sizes; no accuracy-versus-speed plot: transformers serve runs BF16 kernels (issue 28)
+    # verdicts, throughput and sizes; no accuracy-versus-speed plot: transformers serve runs BF16 kernels
     assert dom.stdout.count("<svg") >= 3 and "Verdicts" in dom.stdout and "Worst pages" in dom.stdout
     assert "Accuracy versus speed" not in dom.stdout and "BF16 kernels" in dom.stdout
     assert "harmful-int2" in dom.stdout and "<table" in dom.stdout
@@ -370,7 +370,7 @@ def test_killed_while_scoring_or_reporting_resumes_without_reserving(demo, tmp_p
     assert strip(again["verdicts"]) == strip(summ["verdicts"]) and (copy / "report.html").is_file()
 
 
-# --- issue 18: the files between stages, typed ---------------------------------------------------
+# --- the files between stages, typed ---------------------------------------------------
 
 
 def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_level, noise_level, worst, lm_eval,
@@ -394,16 +394,16 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
             "calibration_pages": len(man["calibration"]["page_ids"])})
     base_levels = {lv["concurrency"]: lv for lv in runs[study["baseline"]]["levels"]}
     for v in variants:
-        # issue 28: a quantized variant served by transformers serve (BF16 kernels) has no speed-up
+        # a quantized variant served by transformers serve (BF16 kernels) has no speed-up
         n = v["numerics"] or {}
         bf16_kernels = bool(n.get("quantized")) and n.get("backend") == "transformers"
         v["speedup"] = {str(lv["concurrency"]): (lv["pages_per_s"] / base_levels[lv["concurrency"]]["pages_per_s"])
                         if not bf16_kernels and lv["concurrency"] in base_levels
                         and base_levels[lv["concurrency"]]["pages_per_s"] else None
                         for lv in v["levels"]}
-        v["speed"], v["speedup_interval"] = [], {}  # added with speed waves (issue 30): a study without them has none
-        v["sequential"] = None  # added with sequential studies (issue 22): a fixed study has none
-        # added with preemption counts (issue 30): run.json's, keyed by concurrency as text; None where not counted
+        v["speed"], v["speedup_interval"] = [], {}  # added with speed waves: a study without them has none
+        v["sequential"] = None  # added with sequential studies: a fixed study has none
+        # added with preemption counts: run.json's, keyed by concurrency as text; None where not counted
         pre = runs[v["name"]].get("preemptions")
         v["preemptions"] = None if pre is None else {str(k): n for k, n in pre.items()}
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
@@ -452,7 +452,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
         row["p_regression_holm"] = p
     files = ["pages/pages.jsonl"] + [f"scores/{v['name']}-c{c0}.jsonl" for v in st["variants"]] + \
         [f"scores/{base}-c{nl}.jsonl"]
-    # issue 32: every file a reported claim rests on — each variant's run, records and manifest, the page set's
+    # every file a reported claim rests on — each variant's run, records and manifest, the page set's
     # manifest, the lm-eval page task's files
     files += [f for v in st["variants"] for f in (f"runs/{v['name']}/run.json", f"runs/{v['name']}/requests.jsonl",
                                                   f"variants/{v['name']}/quantgate.json")]
@@ -508,7 +508,7 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
                     "lmeval/*/lmeval.json": n, "summary.json": 1}
 
 
-# --- issue 16: stale state ----------------------------------------------------------------------
+# --- stale state ----------------------------------------------------------------------
 
 def test_synth_pages_are_rebuilt_when_the_study_spec_changes(tmp_path, monkeypatch):
     """A study reused out/pages whenever pages.jsonl existed, even after its pages.synth changed. Now

@@ -1,4 +1,4 @@
-"""Issue 32 item 3: a signed verdict. ``gate --sign`` writes an in-toto statement in a DSSE envelope (Ed25519);
+"""A signed verdict. ``gate --sign`` writes an in-toto statement in a DSSE envelope (Ed25519);
 ``verify`` checks the signature, and with --study that the folder holds the signed summary and the signed files.
 Round trip, tampering, and bad input, on synthetic finished study folders (tests.support.study_folder)."""
 

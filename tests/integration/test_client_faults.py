@@ -1,4 +1,4 @@
-"""Issue 32 item 4: a client that survives any server. Each fault is served by a small fake OpenAI server on
+"""A client that survives any server. Each fault is served by a small fake OpenAI server on
 localhost (tests/support/fake_openai.py); each must end as that page's error record (one line, marked
 ``infrastructure``), the run going on — never a traceback, never a stored "success"."""
 
@@ -213,7 +213,7 @@ def test_schema_1_records_still_read():
     assert rec.schema_version == 1 and rec.truncated and rec.error_kind is None
     failed = parse_record(RequestRecord, {**old, "output": None, "error": "HTTP 500", "finish_reason": None}, where="x")
     assert failed.error == "HTTP 500" and failed.error_kind is None and not failed.truncated
-    with pytest.raises(Exception, match="schema_version"):  # 3 is the chained one (issue 32): 4 is from a newer quantgate
+    with pytest.raises(Exception, match="schema_version"):  # 3 is the chained one: 4 is from a newer quantgate
         parse_record(RequestRecord, {**old, "schema_version": 4}, where="requests.jsonl:1")
 
 

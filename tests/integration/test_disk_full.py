@@ -1,4 +1,4 @@
-"""Issue 32, item 6: a full disk anywhere in a study — serving (records, run.json), scoring, the report — is one
+"""A full disk anywhere in a study — serving (records, run.json), scoring, the report — is one
 line naming the folder (exit 5), nothing already written is corrupted, and a rerun with room gives the verdicts
 of a study that never ran out. The full disk is a file-size cap (``tests.support.disk_full``: RLIMIT_FSIZE in a
 subprocess) at sizes that stop the study at different writes; quantize's own weights writer (safetensors) is
@@ -63,7 +63,7 @@ def test_a_full_disk_is_one_line_and_the_rerun_gives_the_same_verdicts(study, tm
 
 
 def test_quantize_disk_full_is_one_line_and_leaves_no_partial_build(tmp_path, monkeypatch):
-    """safetensors reports a full disk as a SafetensorError whose text holds the OS's message (issue 32: a raw
+    """safetensors reports a full disk as a SafetensorError whose text holds the OS's message (a raw
     traceback); quantize's build is made to hit it where it writes its weights."""
     from safetensors import SafetensorError
 

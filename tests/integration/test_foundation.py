@@ -1,4 +1,4 @@
-"""Issue 2: tiny real checkpoints load, generate and are served by `transformers serve`; the CLI
+"""Tiny real checkpoints load, generate and are served by `transformers serve`; the CLI
 answers --help and fails cleanly on bad input."""
 
 import base64

@@ -1,4 +1,4 @@
-"""Issue 20 item 4: the ``fp8-all`` preset (FP8 also on the Gated DeltaNet projections, as llmcompressor's
+"""The ``fp8-all`` preset (FP8 also on the Gated DeltaNet projections, as llmcompressor's
 generic FP8_DYNAMIC does) and ``fp8-all-lm-head``: planned by the width rules, quantized and verified on the
 tiny fixture and on the bundled reader; a tied LM head is refused."""
 

@@ -1,4 +1,4 @@
-"""Issue 21 (hostile input, round two): untrusted model folders, links out of a folder, bad bytes in
+"""Hostile input: untrusted model folders, links out of a folder, bad bytes in
 hand-written JSONL. Each test names a fault that today's code let through."""
 
 import json

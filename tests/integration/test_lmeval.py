@@ -1,4 +1,4 @@
-"""Issue 16: lm-eval tasks with more than one filter (gsm8k's strict-match + flexible-extract). lm-eval
+"""lm-eval tasks with more than one filter (gsm8k's strict-match + flexible-extract). lm-eval
 logs one sample per (document, filter); quantgate keeps one row per document with one value per
 metric,filter, counts documents, and refuses to pair documents whose content differs. A real lm-eval
 run on an offline two-filter task (tests/data) through the stub server."""

@@ -1,4 +1,4 @@
-"""Issue 32, item 5: a study with lm-eval moved or copied before it finished resumes and gates. lm-eval's
+"""A study with lm-eval moved or copied before it finished resumes and gates. lm-eval's
 ``doc_hash`` covers each document, and the page task's documents named their images by absolute path, so the
 moved study's remaining lm-eval run differed from the baseline's (`… documents differ … (doc_hash)`, exit 2).
 Served by the stub server (``tests.support.stub_study``), lm-eval itself run as the study runs it."""
@@ -50,13 +50,13 @@ def test_a_moved_unfinished_study_with_lmeval_resumes_and_gates(tmp_path):
         again = run(moved.parent / "study.yaml", moved)
         assert _lm(again["lm_eval"]) == _lm(done["lm_eval"]) and again["complete"]
         result = gate(moved, lmeval=True)
-        # gated, not refused: 8 single-page documents are too few for a pass since issue 27 (too_few_documents),
+        # gated, not refused: 8 single-page documents are too few for a pass (too_few_documents),
         # and the inside case's stub answers one fixed text (baseline_unfit), so the outcome is 2, never 3
         assert result.code in (0, 2) and not result.lines[0].startswith("files changed"), result.lines
         if pages is not None:  # a page set outside the study folder is copied in (study.pagecopy): found from there
             assert (moved / "pages" / "pages.jsonl").is_file() and not (moved / "lmeval" / "task" / "images").exists()
             assert all(d["image"].startswith("../../pages/") for d in docs), docs[0]
-    # issue 32, item 2: the lm-eval task's utils.py (code lm-eval runs) is bound by the gate
+    # the lm-eval task's utils.py (code lm-eval runs) is bound by the gate
     utils = moved / "lmeval" / "task" / "utils.py"
     utils.write_text(utils.read_text() + "\nimport os  # edited\n")
     result = gate(moved, lmeval=True)

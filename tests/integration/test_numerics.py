@@ -1,4 +1,4 @@
-"""Issue 16, part 2: what `transformers serve` computes per quantized format — measured, not assumed —
+"""What `transformers serve` computes per quantized format — measured, not assumed —
 and the numerics record/notes quantgate writes from it."""
 
 import importlib.metadata as md

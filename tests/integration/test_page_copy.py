@@ -1,4 +1,4 @@
-"""Issue 32, item 1's last clause: a page set outside the study folder is copied in (``<out>/pages``, verified by
+"""A page set outside the study folder is copied in (``<out>/pages``, verified by
 sha256 against pages.jsonl, ``study.pagecopy``), so the gate binds its images and truths as it binds an inside set.
 Whole stub studies (``tests.support.stub_study``) on a page set beside the study folder."""
 

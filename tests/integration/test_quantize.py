@@ -1,4 +1,4 @@
-"""Issue 5: recipes → plan → llmcompressor → compressed-tensors → verification, on every fixture
+"""Recipes → plan → llmcompressor → compressed-tensors → verification, on every fixture
 architecture and preset; refusals before any work; bad input."""
 
 import base64
@@ -225,7 +225,7 @@ def test_tied_lm_head_verifies_but_a_missing_module_does_not(tiny_models, tmp_pa
         verify_checkpoint(tmp_path / "out", {"lm_head": "bf16"}, {"lm_head": "lm_head"})
 
 
-# --- issue 16: every option that changes the weights is in the fingerprint ------------------------
+# --- every option that changes the weights is in the fingerprint ------------------------
 
 def _copy_pageset(src, dst):
     shutil.copytree(src, dst)

@@ -1,4 +1,4 @@
-"""Issue 31, item 3: a study over a Ray cluster, on a local multi-node cluster (``ray.cluster_utils.Cluster``: a
+"""A study over a Ray cluster, on a local multi-node cluster (``ray.cluster_utils.Cluster``: a
 head that runs no work and two nodes with the custom resource ``quantgate``) with ``transformers serve`` on the
 bundled reader — the same verdicts as the same study on this machine; a node killed under a server mid-study,
 survived on the other node with the same verdicts; a node that cannot see the study folder (a real mount

@@ -1,4 +1,4 @@
-"""Issue 11: faults injected and hostile input. docs/reliability.md lists each with its test; a test
+"""Faults injected and hostile input. docs/reliability.md lists each with its test; a test
 below keeps that table and these tests in sync."""
 
 import json

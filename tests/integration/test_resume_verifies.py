@@ -1,4 +1,4 @@
-"""Issue 32, item 1: a resumed study verifies what it reuses — page images and truths against pages.jsonl's
+"""A resumed study verifies what it reuses — page images and truths against pages.jsonl's
 sha256 on every start, each run's requests.jsonl as a hash chain anchored to its run (``io.chain``). Whole
 studies on the stub server (``tests.support.stub_study``), quantize stood in for."""
 
@@ -62,7 +62,7 @@ def test_every_record_is_chained_to_its_run_and_the_one_before(copy):
 
 
 def test_another_runs_records_copied_in_are_refused_naming_the_file(copy):
-    """issue 32: bf16's requests.jsonl over bad's made a resumed study say `within noise` for bad."""
+    """bf16's requests.jsonl over bad's made a resumed study say `within noise` for bad."""
     root, _ = copy
     target = root / "out" / "runs" / "bad" / "requests.jsonl"
     shutil.copy(root / "out" / "runs" / "bf16" / "requests.jsonl", target)
@@ -108,7 +108,7 @@ def test_a_torn_tail_is_cut_and_the_chain_still_verifies(copy):
 
 @pytest.mark.parametrize("what", ["truth_edited", "truth_deleted", "image_edited", "image_deleted"])
 def test_a_changed_page_file_is_refused_before_anything_is_reused(copy, what):
-    """issue 32: an edited truth was re-scored from the forgery, a deleted image went unnoticed (`pages: reused`)."""
+    """An edited truth was re-scored from the forgery, a deleted image went unnoticed (`pages: reused`)."""
     root, _ = copy
     page = json.loads((root / "pages" / "pages.jsonl").read_text().splitlines()[3])
     path = root / "pages" / (page["truth"] if what.startswith("truth") else page["image"])

@@ -1,4 +1,4 @@
-"""Issue 17, items 1–2: per-group sensitivity on page images and the recommended recipe."""
+"""Per-group sensitivity on page images and the recommended recipe."""
 
 import itertools
 import json

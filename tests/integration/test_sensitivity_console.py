@@ -1,4 +1,4 @@
-"""Issue 28 item 5: `quantgate sensitivity` on one calibration page says its calibration is thin (pages and
+"""`quantgate sensitivity` on one calibration page says its calibration is thin (pages and
 tokens it measured on), and its console is as quiet as `study`'s: third-party bars and warnings go to the
 log beside the output, quantgate's own lines and the table to the terminal."""
 

@@ -1,4 +1,4 @@
-"""Issue 6: real servers, one record per page and level, resume after a kill, failures recorded."""
+"""Real servers, one record per page and level, resume after a kill, failures recorded."""
 
 import json
 import os

@@ -203,7 +203,7 @@ def test_a_variant_whose_server_failed_is_dropped_and_reported(study, tmp_path):
 
 
 def test_speculative_numerics_rows_from_the_committed_h200_run(tmp_path):
-    """Issue 30 item 7 (2026-12-03, the Qwen2.5-VL fixture): n-gram speculation against the same server without it,
+    """Speculative decoding's numerics (2026-12-03, the Qwen2.5-VL fixture): n-gram speculation against the same server without it,
     with batch invariance on both and off on both; the draft acceptance from the speculative servers' own stats
     lines (the one without batch invariance printed none: not measured), the reader's refusal quoted; the rows go
     beside the study's rows of OUT, which are kept."""

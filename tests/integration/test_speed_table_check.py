@@ -1,4 +1,4 @@
-"""benchmarks/speed_table_check.py --study (issue 30 item 4 as stated): each predicted speed-up beside the study's
+"""benchmarks/speed_table_check.py --study: each predicted speed-up beside the study's
 served one from its repeated waves. On the 2026-12-02 H200 files: a table built from bf16 and a copy of the
 fp8-all profile (under another name) predicts fp8-all's step, and is compared with the study's measured 1.13x."""
 
@@ -44,7 +44,7 @@ def test_predicted_speedup_beside_the_served_one(tmp_path):
     assert c["predicted_speedup"] == pytest.approx(3.387 / 2.921, rel=0.01)
     assert c["served_error"] == pytest.approx(c["predicted_speedup"] / iv["ratio"] - 1)
     assert 0 < c["served_error"] < 0.05
-    # one recipe at one level: item 4's check is not measured, and says so
+    # one recipe at one level: the check is not measured, and says so
     assert r["served_check_passes"] is None and r["check_passes"] is None
 
 
@@ -60,7 +60,7 @@ def _rounded(x):
 
 
 def test_the_committed_h200_check_reproduces_from_its_profiles_and_waves(tmp_path):
-    """Issue 30 item 4 on the 2026-12-03 H200 study (three check recipes the table was not built from, c=1 and c=32,
+    """The speed-table check on the 2026-12-03 H200 study (three check recipes the table was not built from, c=1 and c=32,
     three waves each): the check is made again from the committed profiles and request timings and gives the
     committed numbers; the table predicts each decode step within 1 % and the decode part of each served wave
     within 10 %, and the whole served speed-up at c=32 misses by more, the part no decode table sees (prefill)."""

@@ -1,4 +1,4 @@
-"""Issue 32, item 4's leftover: a study whose variant's server failed every request of a level stops there, with one
+"""A study whose variant's server failed every request of a level stops there, with one
 line naming the variant, the level and the first error (``ServerError``: exit 4, as ``quantgate serve``), before
 anything is scored or reported; fixed, the rerun re-sends those pages and finishes. The stub server
 (``tests.support.stub``) answers every request of the candidate with HTTP 500."""

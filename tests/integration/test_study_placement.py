@@ -1,6 +1,6 @@
-"""Issue 31 through a whole study: variants with their own tensor_parallel_size placed on a GPU pool in waves
+"""Placement through a whole study: variants with their own tensor_parallel_size placed on a GPU pool in waves
 (served by the stand-in vLLM CLI, ``tests.support.fake_vllm``: no GPU), the placement and parallel settings in
-run.json and part of the run's identity, and item 5 — a TP=2 candidate judged beside BF16's noise floor
+run.json and part of the run's identity, and a TP=2 candidate judged beside BF16's noise floor
 measured at TP=2 (a layout twin), or its verdict saying the floor was not measured in that layout."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _study(tmp_path: Path, variants: list[dict], **over) -> Path:
             "backend": {"name": "vllm", "vllm_cmd": FAKE_VLLM, "compile_cache": "none", "startup_timeout_s": 60},
             "concurrency": [1, 2], "max_tokens": 8, "metrics": ["ned"], "min_pages": 2, "resamples": 1000,
             # the stand-in vLLM answers no page's text: its baseline "reads" nothing, which is what a placement test
-            # needs (issue 27's floor would call it unfit), and 4 single-page documents decide nothing without a
+            # needs (the floor would call it unfit), and 4 single-page documents decide nothing without a
             # declared worst page damage and fewer documents
             "baseline_floor": {"ned": 1.0}, "worst_page_damage": {"ned": 0.012}, "min_documents": 2, **over}  # 1.2 margins: 2 pages rule it out
     f = tmp_path / "study.yaml"

@@ -1,4 +1,4 @@
-"""Issue 22: sequential verdicts in a study, and the time budget — whole studies on CPU in seconds, served by
+"""Sequential verdicts in a study, and the time budget — whole studies on CPU in seconds, served by
 the stub server (``tests.support.stub_study``: each page answered with its ground truth; a candidate's
 ``--corrupt F`` answers a share F of the pages with half their words). Everything but quantize is the
 study's own code."""
@@ -21,7 +21,7 @@ from tests.support.stub_study import run, study_yaml
 CANDIDATES = {"same": 0.0, "bad": 0.6, "mid": 0.1}  # identical outputs, a clear regression, a smaller one
 SEQ = {"looks": 4, "first_look": 10}
 # 80 single-page documents: looks at 20, 40, 60, 80 (a smoke-test size; the calibrated minima are 30 pages and 30
-# documents), with a declared worst page damage of 2.5 margins, which 6 pages rule out (issue 27: at the default,
+# documents), with a declared worst page damage of 2.5 margins, which 6 pages rule out (at the default,
 # every page ruined, a pass needs 299 pages and no look here could decide)
 SMALL = {"min_pages": 10, "min_documents": 10, "worst_page_damage": {"ned": 0.025, "bow_f1": 0.025}}
 
@@ -50,7 +50,7 @@ def studies(pages, tmp_path_factory):
 
 def _gate_code(rows):
     """What the gate's exit code must be for these verdicts: 1 for a Holm-confirmed regression (or a loss of
-    equivalence), else 2 when any is undecided. At 20 pages the document-level interval (issue 27: Student-t on
+    equivalence), else 2 when any is undecided. At 20 pages the document-level interval (Student-t on
     documents − 1 degrees of freedom) leaves a clear look-1 regression unconfirmed after Holm over six rows."""
     from quantgate.gate.check import INCONCLUSIVE, PASS, REGRESSION
     from quantgate.judge.family import confirmed
@@ -308,7 +308,7 @@ def _write_records(run_dir: Path, recs: list[dict]) -> None:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     for r in recs:
-        # schema 2: records from before the chain (issue 32), which a resumed run reads and chains on after
+        # schema 2: records from before the chain, which a resumed run reads and chains on after
         append_jsonl(run_dir / "requests.jsonl", RequestRecord(concurrency=1, schema_version=2, **r).model_dump())
 
 

@@ -1,4 +1,4 @@
-"""Where a study's servers run (issue 22): ``servers: all_at_once`` starts every variant's server together
+"""Where a study's servers run: ``servers: all_at_once`` starts every variant's server together
 (their starts overlap) and serves pages only when every start has ended; ``one_at_a_time`` (the default)
 starts each after the previous variant's pages; per-variant ``server_env`` and ``gpus`` reach the server
 process and run.json. Served by the stand-in vLLM CLI (``tests.support.fake_vllm``), its start slowed
@@ -135,7 +135,7 @@ def test_one_at_a_time_starts_each_server_after_the_previous_pages(tmp_path, fak
     for prev, nxt in zip(order, order[1:], strict=False):
         assert start[nxt]["start"] >= pages_end[prev] - 0.01
     layout = _run(out, "kv")["layout"]
-    placement = layout.pop("placement")  # issue 31: without a pool the servers inherit the devices, one at a time
+    placement = layout.pop("placement")  # without a pool the servers inherit the devices, one at a time
     assert layout == {"schema_version": 1, "servers": "one_at_a_time", "servers_in_study": 3, "gpu": None, "env": {}}
     assert (placement["placed_by"], placement["gpus"], placement["wave"], placement["parallel"]) == \
         ("inherited", None, 2, {"tensor_parallel_size": 1, "data_parallel_size": 1})

@@ -1,4 +1,4 @@
-"""A study's ``speed:`` block (issue 30): each speed level sent in repeated waves into speed.jsonl (apart from the
+"""A study's ``speed:`` block: each speed level sent in repeated waves into speed.jsonl (apart from the
 scored page runs), the waves found again from the records alone, kept per wave in run.json, and each variant's
 ratio to the baseline with its interval in summary.json and report.md, labelled ignore_eos. Served by the
 stand-in vLLM CLI (``tests.support.fake_vllm``) whose per-token delay (a variant's ``server_env``) makes one
@@ -101,7 +101,7 @@ def test_speed_levels_in_waves_with_intervals(tmp_path, fake_quantize):
 
 
 def test_preemptions_are_counted_per_level_from_the_servers_counter_and_shown(tmp_path, fake_quantize):
-    """Issue 30 item 3: a level whose KV cache runs out (the stand-in's ``FAKE_VLLM_KV_SEQS``: a request arriving
+    """A level whose KV cache runs out (the stand-in's ``FAKE_VLLM_KV_SEQS``: a request arriving
     while 2 are in flight is preempted) measures recomputation too; the count comes from vLLM's own counter on
     /metrics, read before and after each send, is kept per level in run.json and summary.json, said in the report
     and bound by the gate (a summary that hides it is refused)."""
@@ -176,7 +176,7 @@ def test_speed_needs_three_repeats(tmp_path):
 
 
 def test_speed_waves_are_labelled_and_budgeted_as_speed(tmp_path, fake_quantize):
-    """Issue 30: the c=1 waves were counted as accuracy in the time budget (with 0 requests: their records are
+    """The c=1 waves were counted as accuracy in the time budget (with 0 requests: their records are
     in speed.jsonl), and the baseline's c=4 waves were shown as its "(noise run)"."""
     from quantgate.study import run_study
 
@@ -202,7 +202,7 @@ def test_speed_waves_are_labelled_and_budgeted_as_speed(tmp_path, fake_quantize)
 
 
 def test_speed_profile_is_taken_on_each_variants_own_server_after_its_waves(tmp_path, fake_quantize):
-    """``speed.profile`` (issue 30 items 4-5): each variant's server is started with vLLM's profiler armed, and after
+    """``speed.profile``: each variant's server is started with vLLM's profiler armed, and after
     its waves profiles its decode step at the listed levels (``speed/<variant>/c<C>.profile.json``); the report's
     Decode step section shows them beside the speed table; the profiles come after every timed request (the
     trace's stamp follows the last wave's last byte); a rerun keeps them and starts no server."""

@@ -1,4 +1,4 @@
-"""Issue 28, item 7: verdicts per page tag. A stub study whose pages carry ``language:`` tags and whose
+"""Verdicts per page tag. A stub study whose pages carry ``language:`` tags and whose
 candidate answers only the Chinese pages badly: the ``language:zh`` row is a regression, the English row is
 not, a value on one page is an inconclusive row (too few pages) rather than an error; every row is in the
 study's Holm family, in summary.json and report.md, and the gate makes each again (an edited tag row is

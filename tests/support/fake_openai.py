@@ -1,4 +1,4 @@
-"""Small fake OpenAI chat servers for the client's fault tests (issue 32): each answers every request with
+"""Small fake OpenAI chat servers for the client's fault tests: each answers every request with
 one scripted behaviour, runs on localhost in a thread of the test process (its own event loop), and counts
 the requests it got and the stream events it wrote.
 

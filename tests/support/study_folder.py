@@ -64,7 +64,7 @@ def _requests(path: Path, ids: list[str], outputs: dict[int, list[str]]) -> None
 
 
 def _speed(out: Path, name: str, st, tok_s: float) -> None:
-    """Issue 30: a variant's speed waves — speed.jsonl chained from its run's speed anchor, as serve writes it —
+    """A variant's speed waves — speed.jsonl chained from its run's speed anchor, as serve writes it —
     and run.json's speed levels made from them (``serve.run.speed_levels``)."""
     from quantgate.io.chain import Chain
     from quantgate.schema.run import RequestRecord, RunManifest
@@ -101,7 +101,7 @@ def study_spec(candidates: dict[str, float], **overrides) -> dict:
     return {"name": "s", "model": "/elsewhere/model", "pages": {"path": "/elsewhere/pages"},
             "variants": [{"name": "bf16", "recipe": "bf16"}] + [{"name": n, "recipe": "bf16"} for n in candidates],
             "baseline": "bf16", "concurrency": [1, 2], "metrics": list(METRICS), "resamples": 1000,
-            # issue 27: 40 single-page documents rule out rare failures only for a declared worst page damage
+            # 40 single-page documents rule out rare failures only for a declared worst page damage
             # (0.1: 29 pages at the 0.01 margins); the default (the range, 299 pages) is tested in tests/unit/judge
             "worst_page_damage": {m: 0.1 for m in METRICS if overrides.get("margins", {}).get(m, 0.01) < 0.1},
             **overrides}

@@ -1,4 +1,4 @@
-"""Issue 27: documents as the statistical unit. Known answers: one page per document is quantgate's page
+"""Documents as the statistical unit. Known answers: one page per document is quantgate's page
 bootstrap; the Student-t end on equal documents is scipy's t interval of document means; Kish's design
 effect on constructed documents; the rare-failure count and the bounded test on identical scores; every
 new reason; the planning alternative; the seeded document order; the quick calibration."""
@@ -108,7 +108,7 @@ def test_the_order_of_pages_does_not_change_the_verdict():
 # --- rare failures -----------------------------------------------------------------------------
 
 def test_rare_failure_count_known_values():
-    assert C.rare_failure_count(0.01, 1.0) == 299  # "about 300 for outright failure" (issue 27)
+    assert C.rare_failure_count(0.01, 1.0) == 299  # "about 300 for outright failure"
     assert C.rare_failure_count(0.01, 0.3) == 89  # "90 pages for D = 0.3"
     assert C.rare_failure_count(0.02, 1.0) == 149  # checks at its registry margin
     for m, D in ((0.01, 1.0), (0.01, 0.3), (0.02, 0.05), (0.005, 0.7)):

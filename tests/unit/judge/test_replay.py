@@ -1,4 +1,4 @@
-"""Issue 27 item 6: a sequential study's plan serves documents whole in a seeded order, cuts the page budget at a
+"""A sequential study's plan serves documents whole in a seeded order, cuts the page budget at a
 document boundary, and looks no earlier than the rare-failure page count (nor min_documents)."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 22, item 2: group-sequential verdicts. Boundaries against published tables and scipy's
+"""Group-sequential verdicts. Boundaries against published tables and scipy's
 multivariate normal, the plan (looks, seeded page order), stopping behaviour, replay = incremental,
 the error at the margin in a small simulation, and bad input."""
 
@@ -139,7 +139,7 @@ def test_page_order_seeded():
 LOOKS = [100, 200, 300, 400]
 
 
-D01 = {"ned": {"worst_page_damage": 0.1}}  # issue 27: 29 pages rule out a rare failure (the range, 1: 299)
+D01 = {"ned": {"worst_page_damage": 0.1}}  # 29 pages rule out a rare failure (the range, 1: 299)
 
 
 def test_identical_scores_stop_at_the_first_look():

@@ -1,4 +1,4 @@
-"""Issue 30 item 2: speed-ups with their uncertainty — a level's records split into waves from requests.jsonl
+"""Speed-ups with their uncertainty — a level's records split into waves from requests.jsonl
 alone, and the interval on a variant's speed over BF16's, its coverage measured against a known answer."""
 
 import json

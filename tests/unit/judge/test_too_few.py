@@ -1,4 +1,4 @@
-"""Issue 28 item 7: a subset of pages too small for a verdict (one tag value's) gets an inconclusive row with the
+"""A subset of pages too small for a verdict (one tag value's) gets an inconclusive row with the
 normal reasons and nothing bounded, not an error; a subset large enough is left to ``compare_scores``."""
 
 import pytest

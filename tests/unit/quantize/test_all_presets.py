@@ -1,4 +1,4 @@
-"""Issue 30: the w4a16-all and nvfp4-all presets the GPU plan measures — every decoder projection in the format,
+"""The w4a16-all and nvfp4-all presets the GPU plan measures — every decoder projection in the format,
 the rest BF16 — resolved against the committed 4B-class plan (quantize's manifest of 2026-11-30)."""
 
 import gzip

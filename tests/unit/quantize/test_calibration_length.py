@@ -1,4 +1,4 @@
-"""Issue 30: nvfp4-all's build was refused by one calibration page of 4,342 tokens against its max_seq_len 4096
+"""Nvfp4-all's build was refused by one calibration page of 4,342 tokens against its max_seq_len 4096
 (lab/2026-12-02-h200-4b-study/study-nvfp4.log). A page too long is now left out with a warning, the
 build refused only when no page fits; the preset's bound holds the session's ~4 MP pages."""
 

@@ -1,7 +1,7 @@
 """Our olmOCR-bench checks agree with upstream's code as it is today (../shared/reference/olmocr-bench,
 not the older PyPI release), check by check, on every system's output in the bundled sample;
 format/footnote checks and bad checks behave as upstream's (the table model against upstream's:
-tests/unit/scoring/test_tablegraph.py). Math against upstream: tests/unit/scoring/test_olmocr_math.py."""
+tests/unit/scoring/test_tablegraph.py). Math against upstream: tests/e2e/test_olmocr_math.py."""
 
 import json
 from collections import Counter
@@ -64,7 +64,7 @@ def test_agrees_with_upstream_on_every_system(upstream, system):
 @needs_reference
 def test_upstream_table_graph_verdicts_on_crazy_table(upstream):
     # The checks where the PyPI release (0.4.27, padded grid) and upstream (graph of cells) disagree;
-    # quantgate follows upstream (issue 16: quantgate passed 53/48/46 where upstream passes 52/46/45).
+    # quantgate follows upstream (quantgate passed 53/48/46 where upstream passes 52/46/45).
     table = {c["id"]: c for c in sample_checks() if c["id"].startswith("olmo2-discoverworld_crazy_table4_t0")}
     expect = {("chatgpt", "t05"): False, ("marker", "t02"): False, ("marker", "t06"): False,
               ("mistral", "t06"): False}

@@ -1,4 +1,4 @@
-"""The preemption count a vLLM run records (issue 30 item 3) comes from vLLM's ``/metrics`` page: the counter summed
+"""The preemption count a vLLM run records comes from vLLM's ``/metrics`` page: the counter summed
 over engines, and "not measured" — never zero — when the page or the counter is missing."""
 
 from quantgate.serve.prometheus import PREEMPTIONS, counter_value, scrape_counter

@@ -1,4 +1,4 @@
-"""Issue 30 item 4: a decode trace read into a step profile, profiles into the measured cost table (per format
+"""A decode trace read into a step profile, profiles into the measured cost table (per format
 × layer-group GEMM × concurrency, and the fixed cost), and the predicted step of a recipe from it — on a small
 synthetic trace with known durations, and on the profile.json files committed from the H200 (2026-11-30)."""
 

@@ -1,4 +1,4 @@
-"""Issue 30 item 5: what bounds a variant's decode step, from its GPU ms and kernels per step, its decode weight
+"""What bounds a variant's decode step, from its GPU ms and kernels per step, its decode weight
 bytes and the measured copy bandwidth — on the committed H200 profiles (2026-11-30, both periods)."""
 
 import json

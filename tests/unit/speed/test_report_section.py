@@ -1,4 +1,4 @@
-"""The study report's decode-step section (issue 30 item 5) on the 2026-12-02 H200 session's own files: its
+"""The study report's decode-step section on the 2026-12-02 H200 session's own files: its
 study summary, the bf16 and fp8-all decode profiles at c=1 and its measured copy bandwidth (hbm.json)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_the_sentence_follows_the_measured_step(study):
     assert fp8[2:5] == [f"{sum(waves['fp8-all']) / 3:.3f}", "2.921", "507"]
     rows = {(r.variant, r.concurrency): r.bound for r in step_rows(study)}
     b, f = rows[("bf16", 1)], rows[("fp8-all", 1)]
-    # the bf16 bound agrees with the issue's own (508 tok/s by weight bytes at this bandwidth, speed_sweep.py)
+    # the bf16 bound agrees with the earlier sweep's (508 tok/s by weight bytes at this bandwidth, speed_sweep.py)
     assert 1e3 / b.bound_ms == pytest.approx(508, rel=0.02)
     # half the bytes, but only 14% less step: fp8-all's read is under half its step, bf16's over
     assert f.bound_ms < 0.6 * b.bound_ms and f.gpu_ms_per_step > 0.85 * b.gpu_ms_per_step
@@ -107,7 +107,7 @@ def dec03(tmp_path_factory) -> Path:
 
 
 def test_the_gemm_time_by_kernel_tells_the_kernels_that_ran_apart(dec03):
-    """Issue 30 item 1, measured: vLLM's log names each kernel class once per process; the profile says how much of
+    """Measured: vLLM's log names each kernel class once per process; the profile says how much of
     the step's GEMM time each one took — mixed runs FP8 Cutlass (attention, DeltaNet) and NVFP4 Marlin (MLP) beside
     cuBLAS (the BF16 LM head and DeltaNet's in_proj_a/b); w4a16-all with Machete disabled runs Marlin only."""
     from quantgate.schema.speed import load_step_profile

@@ -1,4 +1,4 @@
-"""Issue 31: placing variants with TP/DP on a GPU pool (fake devices: no GPU is touched) — groups of the right
+"""Placing variants with TP/DP on a GPU pool (fake devices: no GPU is touched) — groups of the right
 size, no GPU shared unless the memory fractions fit, all_at_once packed in waves and the rest queued, one
 clear refusal for a variant the pool cannot hold or a TP size the model's heads do not allow."""
 

@@ -1,4 +1,4 @@
-"""Issue 28 item 5: every variant's recipe is read and planned before the first quantize — a typo in the last
+"""Every variant's recipe is read and planned before the first quantize — a typo in the last
 variant is one error naming it, before BF16 has been written."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Issue 28 item 4: speed said honestly per backend. A quantized variant served by transformers serve (which
+"""Speed said honestly per backend. A quantized variant served by transformers serve (which
 dequantizes to BF16) gets no speed-up number and no place on the Pareto plot, labelled instead; the SLO column
 compares only the levels every variant was measured at; the throughput line follows the measured pages/s, and
 a run's note claiming flat throughput is not repeated. On the synthetic finished study: bf16 measured at
@@ -12,8 +12,8 @@ import pytest
 
 from quantgate.reports import write_reports
 from quantgate.reports.speed import BF16_KERNELS
-from tests.unit.reports.test_reports import _build
-from tests.unit.reports.test_reports import _finished as _finished  # noqa: F401  (the module's fixture)
+from tests.integration.test_reports import _build
+from tests.integration.test_reports import _finished as _finished  # noqa: F401  (the module's fixture)
 
 
 @pytest.fixture

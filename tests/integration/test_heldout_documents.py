@@ -1,4 +1,4 @@
-"""Documents in page sets (issue 27): every page's document from its PDF, a pattern, a sub-folder or itself, and
+"""Documents in page sets: every page's document from its PDF, a pattern, a sub-folder or itself, and
 splits made per document, so that no document has pages in both calibration and held-out."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 20: the engine settings every run records (parsed from vLLM 0.26 start-up logs: committed real
+"""The engine settings every run records (parsed from vLLM 0.26 start-up logs: committed real
 logs and excerpts written from vLLM's own line formats), and the compile cache a study's vLLM servers
 share (cold, then warm), with a stand-in vLLM CLI (``tests.support.fake_vllm``) serving the stub."""
 
@@ -57,12 +57,12 @@ def test_real_mode0_and_eager_logs_from_the_h200():
 
 
 def test_the_wait_after_the_profiling_run_from_committed_logs():
-    """Issue 30 item 6: seconds between vLLM's "Initial profiling/warmup run took" line and its KV-cache line, read
+    """Seconds between vLLM's "Initial profiling/warmup run took" line and its KV-cache line, read
     by hand from the committed logs: the four servers of 2026-11-30b's one-GPU parallel study (the machine's first,
     which built FlashInfer's sampling module) 122-123 s; the sequential study after it 8 s for its first start and
     1 s for the rest; 2026-12-02 after a prebuild 8 / 1 / 1 s; an eager start logs no warm-up line: None."""
     from quantgate.serve.backends.vllm import profile_wait_from_log
-    from tests.unit.serve.test_kernels import _log
+    from tests.integration.test_kernels import _log
 
     tar = "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/"
     waits = {s: [profile_wait_from_log(_log(f"{tar}{s}/runs/{v}/server.log"))
@@ -208,7 +208,7 @@ def test_vllm_runs_with_its_production_defaults_unless_told(tmp_path):
 
 
 def test_the_wait_after_the_kv_cache_from_the_committed_flashinfer_phases():
-    """Issue 30 item 6 measured (2026-12-03, flashinfer_wait.py on the Qwen2.5-VL fixture, eager): an eager start
+    """Measured (2026-12-03, flashinfer_wait.py on the Qwen2.5-VL fixture, eager): an eager start
     samples only after its KV cache is made, so FlashInfer's first build falls between the KV-cache line and the end
     of the warm-up — 93-97 s in each of the four phase-B servers (an empty FlashInfer workspace: one built, three
     waited on its lock; its ninja log: 95.8 s), 1 s for phase A's (the module built); the seven 4B servers of the
@@ -216,7 +216,7 @@ def test_the_wait_after_the_kv_cache_from_the_committed_flashinfer_phases():
     included, and 0-11 s between profiling run and KV cache (122 s in 2026-11-30b's first starts). Read by hand
     from the logs' stamps."""
     from quantgate.serve.backends.vllm import warmup_wait_from_log
-    from tests.unit.serve.test_kernels import _log
+    from tests.integration.test_kernels import _log
 
     day = "2026-12-03-h200-seven-variant-study/"
     phase = {s: warmup_wait_from_log(_log(f"{day}flashinfer-wait/{s}.server.log.gz"))

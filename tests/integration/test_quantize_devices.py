@@ -1,4 +1,4 @@
-"""Issue 31, item 2: ``quantize --devices 0,1 --max-memory 0=…,1=…`` checked on the CPU — the flags, the device
+"""``quantize --devices 0,1 --max-memory 0=…,1=…`` checked on the CPU — the flags, the device
 map accelerate plans on the meta device for fake GPUs (a cap one device alone cannot meet splits the model;
 caps too small for it are refused before any weight is read, unless host memory is allowed) — and the CPU
 path without ``--devices`` as before (no device map; null peaks)."""

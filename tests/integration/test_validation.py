@@ -1,4 +1,4 @@
-"""Issue 21, "unbounded waits and silent nonsense": every numeric command-line flag and every numeric
+""""unbounded waits and silent nonsense": every numeric command-line flag and every numeric
 field of a study's YAML is checked before any work starts — one line naming the flag or field, exit 2,
 no traceback, nothing written.
 
@@ -60,7 +60,7 @@ FLAGS = {
     ("lmeval-compare", "--worst-sample-damage"): floats(0),
     ("pages import", "--dpi"): floats(0),
     ("pages import", "--megapixels"): floats(0),
-    ("pages import", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),  # issue 28: 1 = every page
+    ("pages import", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),  # 1 = every page
     ("pages import", "--seed"): ints(0),
     ("pages import", "--max-pixels"): ints(1),
     ("pages import", "--max-pdf-pages"): ints(1),
@@ -71,7 +71,7 @@ FLAGS = {
     ("pages synth", "--page-size"): ("page_size", lambda v: min(v) >= 64 and v[0] * v[1] <= 64_000_000),
     ("quantize", "--samples"): ints(1),
     ("quantize", "--max-seq-len"): ints(64),
-    ("quantize", "--devices"): ("int_list", lambda v: all(d >= 0 for d in v) and len(set(v)) == len(v)),  # issue 31
+    ("quantize", "--devices"): ("int_list", lambda v: all(d >= 0 for d in v) and len(set(v)) == len(v)),
     ("score", "--concurrency"): CONC,
     ("demo", "--pages"): ints(2),
     ("demo", "--min-pages"): ints(2),
@@ -83,7 +83,7 @@ FLAGS = {
     ("recommend", "--effective-bits"): floats(0, 16),
     ("recommend", "--speedup"): floats(1),
     ("recommend", "--speed-concurrency"): ints(1, 100_000),
-    # the statistics rework (issue 15) owns these three and checks them at parse time
+    # the statistics rework owns these three and checks them at parse time
     ("compare", "--margin"): floats(0),
     ("compare", "--seed"): ints(0),
     ("compare", "--resamples"): ints(1000),
@@ -338,7 +338,7 @@ STUDY_FIELDS = {
     "seed": (*ints(0), False),
     "resamples": (*ints(1000), False),  # a 5% tail needs ~1,000 resamples
     "min_pages": (*ints(2), False),
-    # issue 27: above ned's default margin 0.01, at most its range 1; the floor within [0, 1]; below the margin
+    # above ned's default margin 0.01, at most its range 1; the floor within [0, 1]; below the margin
     "worst_page_damage.ned": (*floats(0.01, 1), False),
     "worst_document_damage.ned": (*floats(0.01, 1), False),
     "baseline_floor.ned": (*floats(0, 1, lo_open=False), False),

@@ -1,4 +1,4 @@
-"""Issue 28 item 5: what `quantgate init` and `pages import`/`synth` say agrees with what the statistics do —
+"""What `quantgate init` and `pages import`/`synth` say agrees with what the statistics do —
 the verdict's minimum pages and documents, the test it runs (non-inferiority), the registry's margins — and
 the frictions on the way from `init` to `gate` are gone (several checks files, pages without checks listed,
 max_tokens capped and said, every page for calibration accepted, the bundled reader's path in the README)."""
@@ -15,7 +15,7 @@ from quantgate.judge.clustered import MIN_DOCUMENTS, MIN_PAGES
 from quantgate.schema.metrics import METRICS
 from quantgate.study.init import MAX_TOKENS_CAP, ModelFacts, PageFacts, _too_few, max_tokens_line, render_study
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _facts(tmp_path, heldout=40, documents=40, truth_tokens_max=900):

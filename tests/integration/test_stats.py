@@ -1,4 +1,4 @@
-"""Issue 15: the statistics behind a verdict. Resampling against scipy, the Hall-studentized interval
+"""The statistics behind a verdict. Resampling against scipy, the Hall-studentized interval
 against a plain loop, p-values against the interval, every reason, the declared margin, the noise
 floor shown (not absorbed), equivalence and exact modes, Holm, golden values, the calibration at
 small size, and bad input (library and CLI)."""
@@ -124,7 +124,7 @@ def test_degenerate_interval():
 # --- reasons ---------------------------------------------------------------------------------
 
 def test_every_reason():
-    """Issue 27: each reason from compare_scores, documents from the rows (none here: each page its own)."""
+    """Each reason from compare_scores, documents from the rows (none here: each page its own)."""
     rng = np.random.default_rng(0)
     base = rng.uniform(0.05, 0.3, 100)
     ok = base + rng.normal(0, 0.003, 100)
@@ -168,7 +168,7 @@ def test_every_reason():
 
 
 def test_compare_clusters_by_the_rows_document():
-    """Issue 27 item 1: 100 pages in 10 documents of 10, whole documents damaged: with the rows' document the
+    """100 pages in 10 documents of 10, whole documents damaged: with the rows' document the
     design effect is large and the effective n small; the same scores without documents are 100 independent
     pages. Flips and pages worse than the threshold are counted with their ids."""
     rng = np.random.default_rng(3)
@@ -237,7 +237,7 @@ def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
     assert (same.verdict, same.reason, same.pages_changed) == ("within_noise", "identical_outputs", 0)
     v = compare_scores(a, b, "ned", exact=True, min_pages=2)
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 10)
-    # issue 27 item 8: one output changed but scored the same: identical scores, not identical outputs (10 pages
+    # one output changed but scored the same: identical scores, not identical outputs (10 pages
     # rule out rare failures only up to a damage of 0.03)
     tiny = dict(min_pages=2, min_documents=2, worst_page_damage=0.03)
     assert compare_scores(a, b, "ned", **tiny).reason == "identical_scores"
@@ -413,7 +413,7 @@ def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
 
 
 def test_a_schema_2_verdict_still_reads():
-    """summary.json files written before issue 27 hold schema-2 verdict rows: they read, the new fields empty."""
+    """summary.json files written before documents were the unit hold schema-2 verdict rows: they read, the new fields empty."""
     a = _scores(np.linspace(0, 0.2, 40))
     row = compare_scores(a, a, "ned", margin=0.05).model_dump()
     old = {k: v for k, v in row.items() if k not in Verdict.model_fields or k in list(Verdict.model_fields)[

@@ -1,4 +1,4 @@
-"""Issue 30, item 1: every linear-kernel choice vLLM logs, counted per scheme, from the committed server logs of
+"""Every linear-kernel choice vLLM logs, counted per scheme, from the committed server logs of
 the H200 sessions (plain, gzipped and inside the committed tarballs); the GEMM time per kernel from the committed
 decode profiles; run.json / summary.json schema bumps that still read the old files; the engine table telling
 two runs apart that differ only in kernels."""
@@ -57,7 +57,7 @@ COMMITTED = {
         {"NVFP4": {"EmulationNvFp4LinearKernel": 1}},
     "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
         {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
-    # the 2026-12-02 H200 study (issue 30): W4A16 on Hopper logs both Machete and Marlin
+    # the 2026-12-02 H200 study: W4A16 on Hopper logs both Machete and Marlin
     "2026-12-02-h200-4b-study/study/runs/bf16/server.log": {},
     "2026-12-02-h200-4b-study/study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
     "2026-12-02-h200-4b-study/study/runs/w4a16-all/server.log":
@@ -115,7 +115,7 @@ def test_the_committed_w4a16_study_recorded_what_its_log_says():
 
 
 def test_the_two_committed_w4a16_runs_are_told_apart_by_their_records():
-    """Issue 30 item 1 on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
+    """Kernel truth on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
     (2026-12-03) — the same recipe — differ in run.json's kernels and in the environment it records."""
     default = json.loads((RESULTS / "2026-12-02-h200-4b-study/study/runs/w4a16-all/run.json").read_text())
     marlin = json.loads((RESULTS / "2026-12-03-h200-seven-variant-study/study/runs/w4a16-all-marlin/run.json").read_text())
@@ -155,7 +155,7 @@ def test_profiled_gemm_kernels_are_the_ones_the_log_named(key, entry):
 
 
 def test_mixed_profile_splits_as_the_docs_say():
-    """docs/gpu.md (second period): mixed's 2.384 ms of GEMM per step — Marlin 0.98, Cutlass FP8 0.58, a Triton
+    """lab/2026-11-30-h200-parallel-studies/findings.md: mixed's 2.384 ms of GEMM per step — Marlin 0.98, Cutlass FP8 0.58, a Triton
     kernel with fused activation quantization 0.18, the LM head (cuBLAS) 0.29."""
     entry = json.loads((RESULTS / "2026-11-30-h200-parallel-studies" / "profile.json").read_text())["mixed"]
     s = gemm_time_from_profile(entry)

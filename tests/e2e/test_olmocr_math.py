@@ -11,8 +11,7 @@ from quantgate.errors import QuantgateError
 from quantgate.scoring import olmocr_math
 from quantgate.scoring.olmocr_checks import run_check, run_checks
 from tests.support import upstream_olmocr
-
-from .test_olmocr_checks import SYSTEMS, agreement, outputs, sample_checks
+from tests.unit.scoring.test_olmocr_checks import SYSTEMS, agreement, outputs, sample_checks
 
 needs_chromium = pytest.mark.skipif(olmocr_math.skip_reason() is not None, reason=olmocr_math.skip_reason() or "")
 _up_reason = upstream_olmocr.reference_missing_reason() or upstream_olmocr.upstream_math_reason()

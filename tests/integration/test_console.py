@@ -1,4 +1,4 @@
-"""Issue 19: the console of long commands — one line per stage (a bar on a terminal, plain lines
+"""The console of long commands — one line per stage (a bar on a terminal, plain lines
 otherwise) — and the capture of everything else (Python warnings, prints, loguru-style writes to the
 saved sys.stdout, child processes) into the log file."""
 

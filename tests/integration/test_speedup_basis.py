@@ -1,4 +1,4 @@
-"""Issue 30 item 4: `recommend` / `tune` --speedup without a measured table say that the speed-up is modelled
+"""`recommend` / `tune` --speedup without a measured table say that the speed-up is modelled
 from weight bytes (recipe comment, terminal, tune report); with `--speed-table` the budget and every speed-up
 are the table's predicted GPU time per decode step."""
 
@@ -9,7 +9,7 @@ from quantgate.schema.speed import Cell, CostTable, FixedCost, TableGemm
 from quantgate.sensitivity.recommend import recommend
 from quantgate.sensitivity.report import format_choice
 from quantgate.sensitivity.write import recipe_yaml
-from tests.unit.tune.test_tune import BUDGET, KL, FakeStudy, fake_sens, setup  # noqa: F401  (setup: a fixture)
+from tests.integration.test_tune import BUDGET, KL, FakeStudy, fake_sens, setup  # noqa: F401  (setup: a fixture)
 
 # per decode step (ms), one MLP GEMM per group: INT2 (fewest bytes) runs slower than BF16 here, as a kernel-bound
 # step can; FP8 saves a little, W4A16 the most

@@ -1,4 +1,4 @@
-"""Issue 4: metrics on known pairs, bootstrap against scipy, verdicts on constructed data, the
+"""Metrics on known pairs, bootstrap against scipy, verdicts on constructed data, the
 error rate of `within_noise` by simulation, and bad score files."""
 
 import json
@@ -121,7 +121,7 @@ def test_false_pass_rate_by_simulation():
     """With the true mean shifted 1.5 margins the bad way, within_noise must come out in <= 5% of studies."""
     rng = np.random.default_rng(123)
     # 80 single-page documents and a declared worst page damage of 0.2 (59 pages rule out rare failures), so the
-    # interval, not the count rule, is what must hold the rate (issue 27: judge.clustered decides)
+    # interval, not the count rule, is what must hold the rate (judge.clustered decides)
     margin, n, studies, passes = 0.01, 80, 400, 0
     ids = [f"p{i}" for i in range(n)]
     for s in range(studies):
@@ -176,11 +176,11 @@ def test_cli_score_and_compare(tmp_path, synth_pageset):
     run("score", "--pages", str(synth_pageset), "--predictions", str(bad), "-o", str(tmp_path / "b.jsonl"),
         "--split", "all", "--metrics", "ned,bow_f1")
     r = run("compare", str(tmp_path / "g.jsonl"), str(tmp_path / "b.jsonl"), "--metric", "ned", "--margin", "0.02", "--json")
-    assert r.returncode == 2  # 10 pages: below the minimum for a calibrated interval (tests/unit/judge/test_stats.py)
+    assert r.returncode == 2  # 10 pages: below the minimum for a calibrated interval (tests/integration/test_stats.py)
     v = json.loads(r.stdout)
     for k in ("verdict", "n", "delta", "ci_low", "ci_high", "margin", "noise_floor", "seed", "pages_needed"):
         assert k in v
-    # issue 27: pages_needed plans a pass at shift 0, never below the rare-failure count (149 pages at 0.02, D = 1)
+    # pages_needed plans a pass at shift 0, never below the rare-failure count (149 pages at 0.02, D = 1)
     assert v["verdict"] == "inconclusive" and v["reason"] == "too_few_pages" and v["pages_needed"] >= 149
     assert v["rare_failure_pages"] == 149 and v["documents"] == 10
     assert v["noise_floor"] is None and v["n"] == 10 and v["pages_changed"] == 10 and v["delta"] > 0.3

@@ -1,4 +1,4 @@
-"""Issue 30 item 4 (c): `quantgate speed-profile`'s GPU run as a library function — what it refuses before a
+"""`quantgate speed-profile`'s GPU run as a library function — what it refuses before a
 server starts, and one run against the stand-in vLLM CLI (tests.support.fake_vllm: it mounts vLLM's
 /start_profile and /stop_profile and writes a small worker trace where vLLM would)."""
 

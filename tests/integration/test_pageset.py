@@ -1,4 +1,4 @@
-"""Issue 3: page sets from images and PDFs, stable splits, leakage checks, and bad input."""
+"""Page sets from images and PDFs, stable splits, leakage checks, and bad input."""
 
 import json
 import shutil

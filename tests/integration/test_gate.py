@@ -1,4 +1,4 @@
-"""Issue 15 item 10 and issue 21 ("The gate can be made to pass"): the gate is bound to the folder it
+"""The gate cannot be made to pass by a folder it was not made from: it is bound to the folder it
 is given — every path in it relative to it, every file re-hashed, every verdict made again from the
 score files and margins — passes on the word within_noise only, calls regressions by Holm over the
 study's family, and answers anything it cannot trust with exit 3 and one line. Built on synthetic
@@ -93,7 +93,7 @@ def test_a_copied_study_is_judged_by_its_own_files_wherever_the_gate_runs(study,
     _invalid(copy, "verdicts bad × ned: verdict is 'within_noise' in summary.json but 'regression'")
 
 
-# --- issue 21: the gate can be made to pass (docs/reliability.md names each of these) ---------------------------
+# --- the gate can be made to pass (docs/reliability.md names each of these) ---------------------------
 
 
 def _all_within_noise(s):
@@ -187,7 +187,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_malformed_summaries_are_one_line_each(study, tmp_path, name):
-    """Issue 21 counted 9 malformed summary.json files that each gave a traceback in `gate` (and one in
+    """A review counted 9 malformed summary.json files that each gave a traceback in `gate` (and one in
     `report`): each is now one line, exit 3 from the gate; `report` renders it or refuses it in one line."""
     copy = tmp_path / "copy"
     shutil.copytree(study, copy)
@@ -306,7 +306,7 @@ def test_below_the_calibrated_minimum(tmp_path):
     assert all("(too_few_pages)" in x and "below the minimum of 30" in x for x in lines)
     junit = (out / "junit.xml").read_text()
     assert 'skipped="6"' in junit and "inconclusive (too_few_pages)" in junit
-    # issue 27: a smoke study also lowers min_documents and declares a worst page damage its 8 pages can rule out
+    # a smoke study also lowers min_documents and declares a worst page damage its 8 pages can rule out
     out = finished_study(tmp_path / "smoke", pages=8, min_pages=4, min_documents=4,
                          worst_page_damage={"ned": 0.02, "cer": 0.02, "bow_f1": 0.02})
     code, lines = gate(out, variants=["fp8"])
@@ -362,7 +362,7 @@ def test_lmeval_compare_margin_flag(tmp_path, value):
 
 
 def test_a_page_image_changed_or_deleted_in_the_folder_is_invalid(study, tmp_path):
-    """issue 32: a page image edited or deleted went unnoticed by the gate (pages.jsonl was hashed, not its files)."""
+    """A page image edited or deleted went unnoticed by the gate (pages.jsonl was hashed, not its files)."""
     for how in ("edit", "delete"):
         folder = shutil.copytree(study, tmp_path / how)
         image = folder / "pages" / "images" / "p007.png"
@@ -371,7 +371,7 @@ def test_a_page_image_changed_or_deleted_in_the_folder_is_invalid(study, tmp_pat
 
 
 def test_the_gate_refuses_while_a_study_holds_the_folder(study, tmp_path):
-    """issue 32: `gate` read an old summary.json while a resumed study held the folder's lock; now exit 3."""
+    """`gate` read an old summary.json while a resumed study held the folder's lock; now exit 3."""
     from quantgate.study.run import study_lock
 
     folder = shutil.copytree(study, tmp_path / "busy")
@@ -396,7 +396,7 @@ def test_the_gate_says_it_does_not_vouch_for_a_page_set_outside_the_folder(tmp_p
 
 
 def test_a_baseline_that_cannot_read_is_exit_2_naming_the_metric_and_score(tmp_path):
-    """Issue 27 item 6: a baseline floor the baseline misses (here declared at 0.01 ned, the synthetic baseline
+    """A baseline floor the baseline misses (here declared at 0.01 ned, the synthetic baseline
     reads ~0.04) makes every verdict on that metric baseline_unfit, and the gate exits 2 whatever the others,
     its first line naming the metric and the baseline's score."""
     out = finished_study(tmp_path / "s", {"fp8": 0.0005}, baseline_floor={"ned": 0.01})

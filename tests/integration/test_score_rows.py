@@ -1,4 +1,4 @@
-"""Score rows know their page's document and whether the model or the infrastructure failed (issue 27): a request
+"""Score rows know their page's document and whether the model or the infrastructure failed: a request
 that failed is never scored as the model's output; an output cut at max_tokens is the model's, scored and flagged."""
 
 import json

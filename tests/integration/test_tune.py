@@ -1,4 +1,4 @@
-"""Issue 17, items 3–4: `quantgate tune` — what follows a trial (promotion, more pages, stop), the
+"""`quantgate tune` — what follows a trial (promotion, more pages, stop), the
 loop's records and resume, refusal of another model's sensitivity file, the report's trials table
 and heat map. The study step is replaced by a stand-in that judges a recipe by a stated rule (no
 model is served); the real loop on the bundled reader is benchmarks/tune_reader.py."""
@@ -370,13 +370,13 @@ def test_an_undecided_verdict_is_tightened_with_more_pages_when_the_split_has_th
     assert tf.trials[0].action.kind == "promote" and "≈40 pages would decide it" in tf.trials[0].action.text
 
 
-# --- the console (issue 28 item 5) ----------------------------------------------------------------------
+# --- the console ----------------------------------------------------------------------
 
 _NOISY_TUNE = """
 import sys, warnings
 from quantgate.cli import main
 from quantgate.tune import loop
-from tests.unit.tune.test_tune import FakeStudy
+from tests.integration.test_tune import FakeStudy
 
 class NoisyStudy(FakeStudy):
     # what the libraries a trial's study loads do: a tqdm-style bar on stderr, a warning, a print

@@ -71,7 +71,7 @@ def test_vllm_version_read_from_its_log():
     assert version_from_log("INFO nothing about versions here") is None
 
 
-# --- the registry (issue 18): one file per backend, flags and study schema derived ---------------
+# --- the registry: one file per backend, flags and study schema derived ---------------
 
 def _qg(*args, env=None, **kw):
     import subprocess
@@ -291,7 +291,7 @@ def test_external_backend_from_the_command_line(stub_pages, tmp_path):
     assert run["backend"] == "external" and run["levels"][0]["n_requests"] == 4 and run["levels"][0]["n_errors"] == 0
 
 
-# --- issue 20: a resumed run keeps what an earlier start recorded ---------------------------------
+# --- a resumed run keeps what an earlier start recorded ---------------------------------
 
 def _logging_stub(tmp_path, lines: str):
     """The vllm backend (its own log reading) whose server prints ``lines`` and then runs the stub, on CPU."""
@@ -331,7 +331,7 @@ def _fp8_nvfp4_variant(folder: Path) -> Path:
 
 def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_path):
     """A finished run rerun (nothing left to send: no server starts) used to rewrite run.json from a
-    fresh manifest, dropping what the first start read from the server log. Issue 16: the numerics
+    fresh manifest, dropping what the first start read from the server log. The numerics
     (per format, from the kernels the log names) are recorded and kept too."""
     from quantgate.serve import serve_variant
 
@@ -368,7 +368,7 @@ def test_resumed_run_keeps_kernels_version_command_and_notes(stub_pages, tmp_pat
 
 
 def test_server_facts_come_from_this_start_of_the_log_only(stub_pages, tmp_path):
-    """Issue 16: server.log is appended across starts. An earlier start's lines (here: vLLM 0.26 with
+    """server.log is appended across starts. An earlier start's lines (here: vLLM 0.26 with
     Cutlass and Marlin kernels) must not be read as this start's, which names none."""
     from quantgate.serve import serve_variant
 

@@ -1,4 +1,4 @@
-"""Issue 32, item 2: the gate binds every claim it prints or a report shows. One case per class of the issue's 49
+"""The gate binds every claim it prints or a report shows. One case per class of the 49
 edits of a finished study folder (``tests.support.study_folder``: real verdict, report and gate code); each must
 be caught — exit 3, one line naming what changed. Later fields of the summary join this table.
 
@@ -95,7 +95,7 @@ EDITS = {
     "summary pages_per_s": (_variant("bad", lambda v: v["levels"][0].update(pages_per_s=1000.0)), "pages_per_s"),
     "summary weights_bytes": (_variant("bad", lambda v: v.update(weights_bytes=1)), "weights_bytes"),
     "summary kernels": (_variant("bad", lambda v: v.update(kernels={"fp8": {"CutlassFP8": 7}})), "kernels"),
-    # issue 30: the preemption counts and the engine's start wait, copied from run.json
+    # the preemption counts and the engine's start wait, copied from run.json
     "summary preemptions": (_variant("bad", lambda v: v.update(preemptions={"1": 0})), "preemptions"),
     "summary engine start wait": (_variant("bad", lambda v: v.update(engine={"profile_wait_s": 1.0})), "engine"),
     "summary formats": (_variant("bad", lambda v: v.update(formats={"nvfp4": 1})), "formats"),
@@ -107,19 +107,19 @@ EDITS = {
                                    "pageset_sha256"),
     "summary provenance statistics": (_summary(lambda s: s["provenance"].update(statistics="two-sided")),
                                       "provenance.statistics"),
-    # issue 27: the document-level fields of a verdict, made again from the score files with the verdict
+    # the document-level fields of a verdict, made again from the score files with the verdict
     "verdict documents": (_verdict("bad", "ned", lambda v: v.update(documents=400)), "documents"),
     "verdict design_effect": (_verdict("bad", "ned", lambda v: v.update(design_effect=0.5)), "design_effect"),
     "verdict baseline_score": (_verdict("bad", "ned", lambda v: v.update(baseline_score=0.99)), "baseline_score"),
     "verdict flips": (_verdict("bad", "ned", lambda v: v.update(flips=0)), "flips"),
-    # issue 31: per-variant placement — the run's layout (run.json) and a verdict's noise layout
+    # per-variant placement — the run's layout (run.json) and a verdict's noise layout
     "run.json placement": (lambda f: _json(f / "runs/fp8/run.json", lambda r: r.update(layout={
         "servers": "all_at_once", "servers_in_study": 3, "gpu": "3",
         "placement": {"variant": "fp8", "gpus": [3], "wave": 1}})), "runs/fp8/run.json"),
     "verdict noise_layout": (_verdict("fp8", "ned", lambda v: v.update(noise_layout="measured")), "noise_layout"),
 }
 
-# issue 30: a study with a speed: block — each variant's speed waves (speed.jsonl) and their intervals
+# a study with a speed: block — each variant's speed waves (speed.jsonl) and their intervals
 SPEED_EDITS = {
     "speed.jsonl wave edited": (lambda f: _lines(f / "runs/fp8/speed.jsonl", _edit_latency), "runs/fp8/speed.jsonl"),
     "speed.jsonl deleted": (lambda f: (f / "runs/fp8/speed.jsonl").unlink(), "runs/fp8/speed.jsonl"),
@@ -133,7 +133,7 @@ SPEED_EDITS = {
 }
 
 
-# issue 30: the decode profiles and copy bandwidth a study's Decode step section shows (speed.profile)
+# the decode profiles and copy bandwidth a study's Decode step section shows (speed.profile)
 PROFILE_EDITS = {
     "decode profile edited": (lambda f: _json(f / "speed/fp8/c1.profile.json",
                                               lambda p: p["step"][0].update(us=p["step"][0]["us"] / 2)),

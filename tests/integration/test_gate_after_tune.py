@@ -1,4 +1,4 @@
-"""Issue 28 item 5: after `quantgate tune`, the study folder's summary.json echoes the tune's last trial study
+"""After `quantgate tune`, the study folder's summary.json echoes the tune's last trial study
 (paths absolute, the trials added as variants): `gate DIR --study YAML` (docs/study.md's CI form) checks it
 against the YAML the user keeps, instead of refusing every tuned folder; anything else edited is still refused."""
 

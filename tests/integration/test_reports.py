@@ -1,4 +1,4 @@
-"""Issue 18 (report side): the files between stages read through their typed models, summary.json
+"""The report side of the package's shape: the files between stages read through their typed models, summary.json
 typed and versioned, report.html from an autoescaped Jinja2 template, the gate on the typed summary.
 Built on a small synthetic study folder (no model, no server): seconds. The same checks on a real
 demo run are in test_study.py."""
@@ -95,7 +95,7 @@ def test_summary_built_through_the_models(study_dir):
     # paths relative to the study folder; inputs name every file the verdicts rest on, by its hash
     assert [v.path for v in s.variants] == ["variants/bf16", "variants/fp8", "variants/bad"]
     assert s.inputs.pages == "pages/pages.jsonl" and s.inputs.margins == {"ned": 0.01, "cer": 0.01, "bow_f1": 0.01}
-    # issue 32: and every file a reported claim rests on (run.json, requests.jsonl, quantgate.json, pageset.json)
+    # and every file a reported claim rests on (run.json, requests.jsonl, quantgate.json, pageset.json)
     assert sorted(s.inputs.files) == sorted(["pages/pages.jsonl", "pages/pageset.json"] + [
         f"{kind}/{v}/{f}" for kind, f in (("runs", "requests.jsonl"), ("runs", "run.json"),
                                           ("variants", "quantgate.json")) for v in ("bad", "bf16", "fp8")] + [
@@ -178,7 +178,7 @@ def test_gate_reads_the_typed_summary(study_dir):
     out, dirs = study_dir
     summary = _build(out, dirs)
     st = Study.model_validate(summary.study)
-    # the worst pages the files give (issue 32: the gate makes them again; WORST is hand-made for the html tests)
+    # the worst pages the files give (the gate makes them again; WORST is hand-made for the html tests)
     worst = worst_pages(st, load_pageset(out / "pages"), out,
                         {(n, 1): read_scores(out / "scores" / f"{n}-c1.jsonl") for n in dirs}, 1)
     write_reports(summary.model_copy(update={"worst_pages": worst}), out)
@@ -203,7 +203,7 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     # text from pages and model outputs is escaped, once; the diff marks are the template's own markup
     assert "<script" not in page and "<b>bold</b>" not in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in page
-    # issue 28: the baseline's column is marked against the truth (escaped text inside the marks), the
+    # the baseline's column is marked against the truth (escaped text inside the marks), the
     # candidate's against the baseline
     assert "&amp;lt;" not in page and "<pre><del>&lt;scr</del><ins># T</ins>" in page
     assert "<pre># Title\n<ins>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;</ins></pre>" in page
@@ -220,7 +220,7 @@ def test_html_is_autoescaped_self_contained_and_has_every_section(study_dir):
     md = (out / "report.md").read_text()
     assert re.search(r"\| bad \| ned ↓ \| ❌ regression \| `ci_beyond_margin` \| \+0\.\d{4} \| \[\+0\.\d{4}, \+0\.\d{4}\] "
                      r"cluster_hall_t \| 0\.0100 \(registry\) \| 0\.\d{4} \(\+0\.\d{4}\) \|", md)
-    # issue 27: baseline score, documents, design effect and flips beside each verdict (40 single-page documents)
+    # baseline score, documents, design effect and flips beside each verdict (40 single-page documents)
     assert "| baseline score | documents | design effect | flips |" in md
     assert re.search(r"\| bad \| ned ↓ .* \| 40 \(\d+ of 40 changed\) \| 0\.\d{4} \| 40 \| 1\.00 \| \d+ \|", md)
     assert "<th>baseline score</th><th>documents</th><th>design effect</th><th>flips</th>" in page
@@ -236,7 +236,7 @@ def junit_text(out):
     return (out / "junit.xml").read_text()
 
 
-# --- issue 20: engine settings beside the speed table ----------------------------------------------
+# --- engine settings beside the speed table ----------------------------------------------
 
 def _engine(out, name, **fields):
     p = out / "runs" / name / "run.json"
@@ -276,7 +276,7 @@ def test_engine_settings_print_beside_the_speed_and_differences_are_named(study_
 
 
 def test_a_long_wait_after_vllms_profiling_run_is_said_as_the_machines_not_the_formats(study_dir):
-    """Issue 30 item 6: a start that waited 122 s between vLLM's profiling run and its KV cache (the four starts of
+    """A start that waited 122 s between vLLM's profiling run and its KV cache (the four starts of
     2026-11-30b that built FlashInfer's sampling module) gets the wait in its start cell and a note; 8 s (a start
     with the module built) gets neither."""
     out, dirs = study_dir
@@ -292,7 +292,7 @@ def test_a_long_wait_after_vllms_profiling_run_is_said_as_the_machines_not_the_f
 
 
 def test_a_long_wait_after_the_kv_cache_is_said_too(study_dir):
-    """Issue 30 item 6: an eager start samples after its KV cache is made, so its FlashInfer build shows as a wait
+    """An eager start samples after its KV cache is made, so its FlashInfer build shows as a wait
     between the KV cache and the end of the warm-up (97 s in 2026-12-03's phase B); 3 s (graph capture) is not."""
     out, dirs = study_dir
     for name in dirs:
@@ -312,7 +312,7 @@ def test_runs_without_engine_settings_print_no_engine_table(study_dir):
     assert "Engine settings" not in (out / "report.html").read_text()
 
 
-# --- issue 16: numerics per variant; issue 20: provenance from the source tree -------------------
+# --- numerics per variant; provenance from the source tree -------------------
 
 def test_numerics_of_each_run_reach_summary_and_both_reports(study_dir):
     """run.json's numerics (per format: weights-only or weights+activations, and the evidence) are
@@ -352,7 +352,7 @@ def test_numerics_of_each_run_reach_summary_and_both_reports(study_dir):
 
 
 def test_report_provenance_names_the_running_source_without_an_installed_dist(study_dir, monkeypatch):
-    """Issue 20: with no installed quantgate distribution (run from a checkout on PYTHONPATH, as the
+    """With no installed quantgate distribution (run from a checkout on PYTHONPATH, as the
     GPU scripts do), the report still names quantgate's version and commit, read from the source tree."""
     import importlib.metadata as md
     import subprocess
