@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from quantgate.errors import InputError
 from quantgate.schema.placement import Device, Placement, PlacementRequest, VariantDemand, VariantPlacement
 from quantgate.schema.placement import ParallelSettings as Parallel
+from quantgate.study.overlap import OverlapPlan
 
 _EPS = 1e-9
 # per-variant backend overrides that have their own place in a study
@@ -74,21 +75,33 @@ def memory_fraction_of(spec) -> float | None:
     return spec.gpu_memory_utilization
 
 
-def request_for(st, pool: list[Device] | None = None) -> PlacementRequest:
+def request_for(st, pool: list[Device] | None = None, overlap: OverlapPlan | None = None) -> PlacementRequest:
     """The study's placement request: its variants (the baseline first in a sequential study, whose candidates
-    need the baseline's pages first), their settings, and the pool (``gpus:`` on this machine unless given)."""
+    need the baseline's pages first), their settings, and the pool (``gpus:`` on this machine unless given).
+    ``servers: auto`` is settled by ``overlap`` (its mode and each server's share of the GPU); without one, one
+    server at a time."""
     pool = pool if pool is not None else [Device(index=g) for g in dict.fromkeys(st.gpus)]
     variants = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
+    share = {s.variant: s.fraction for s in overlap.servers} if overlap else {}
     demands = []
     for v in variants:
         spec = variant_backend(st.backend, v)
-        demands.append(VariantDemand(name=v.name, parallel=parallel_of(spec), memory_fraction=memory_fraction_of(spec)))
-    return PlacementRequest(pool=pool, servers=st.servers, variants=demands)
+        demands.append(VariantDemand(name=v.name, parallel=parallel_of(spec),
+                                     memory_fraction=share.get(v.name, memory_fraction_of(spec))))
+    servers = st.servers if st.servers != "auto" else (overlap.mode if overlap else "one_at_a_time")
+    return PlacementRequest(pool=pool, servers=servers, variants=demands)
 
 
-def plan_placement(st, pool: list[Device] | None = None, placed_by: str = "study") -> Placement:
-    """``place`` on the study's request; refusals name the study's fields."""
-    return place(request_for(st, pool), placed_by=placed_by)
+def plan_placement(st, pool: list[Device] | None = None, placed_by: str = "study",
+                   overlap: OverlapPlan | None = None) -> Placement:
+    """``place`` on the study's request; refusals name the study's fields. ``overlap``: ``servers: auto``'s memory
+    plan on the one GPU the servers inherit, whose waves the placement takes."""
+    placement = place(request_for(st, pool, overlap), placed_by=placed_by)
+    if overlap is None or placement.request.pool:
+        return placement
+    wave_of = {n: i for i, w in enumerate(overlap.waves) for n in w}
+    placed = {n: p.model_copy(update={"wave": wave_of[n]}) for n, p in placement.variants.items()}
+    return _finish(placement.request, placed)
 
 
 def place(req: PlacementRequest, placed_by: str = "study") -> Placement:
@@ -220,12 +233,12 @@ def describe(placement: Placement) -> list[str]:
 
 
 def checked_placement(st, model, pool: list[Device] | None = None, placed_by: str = "study",
-                      where: str = "") -> Placement:
+                      where: str = "", overlap: OverlapPlan | None = None) -> Placement:
     """The study's placement, and every variant's tensor-parallel size checked against the heads of ``model``
     (the study's model folder; ``heads.check_heads``): one clear error before any work starts."""
     from quantgate.study.heads import check_heads
 
-    placement = plan_placement(st, pool, placed_by)
+    placement = plan_placement(st, pool, placed_by, overlap)
     for i, v in enumerate(st.variants):
         p = placement.variants[v.name].parallel
         if p.tensor_parallel_size > 1:

@@ -13,12 +13,14 @@ from quantgate.schema.placement import Placement
 
 if TYPE_CHECKING:
     from quantgate.study.cluster import Cluster
+    from quantgate.study.overlap import OverlapPlan
 
 
 @dataclass
 class Prepared:
     placement: Placement
     cluster: Cluster | None = None  # connected, or None
+    overlap: OverlapPlan | None = None  # servers: auto — the memory plan that settled it (study/overlap.py)
 
 
 def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: None) -> Prepared:
@@ -32,13 +34,18 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
         from quantgate.study.cluster import open_cluster
 
         cluster = open_cluster(st, ray, base, out, log)
+    overlap = None
+    if st.servers == "auto" and not st.gpus and cluster is None and model.is_dir():
+        from quantgate.study.overlap import gpu_memory_bytes, plan_overlap
+
+        overlap = plan_overlap(st, model, gpu_memory_bytes())
     try:
-        placement = cluster.placement(st, model) if cluster else checked_placement(st, model)
+        placement = cluster.placement(st, model) if cluster else checked_placement(st, model, overlap=overlap)
     except BaseException:
         if cluster is not None:
             cluster.close()
         raise
-    return Prepared(placement, cluster)
+    return Prepared(placement, cluster, overlap)
 
 
 def check_recipes(st, model: Path) -> None:
