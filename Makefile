@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 
-.PHONY: system setup katex demo test lint bench clean
+.PHONY: system setup katex demo test test-e2e test-all lint bench clean
 
 setup: system $(STAMP) katex
 
@@ -51,11 +51,22 @@ lint: setup
 	$(VENV)/bin/ruff check quantgate tests benchmarks training
 	$(VENV)/bin/mypy
 
-# two workers, each a whole test file at a time (module-scoped fixtures and the Ray cluster stay in one process):
-# 13 minutes on this 2-core machine against 25 serially (TEST_WORKERS=0 runs it in this process)
+# The tiers (docs/extending.md, "Tests"): tests/unit runs in-process (tests/unit/conftest.py fails a unit test that
+# starts a process); tests/integration starts quantgate's stand-in servers and the CLI; tests/e2e starts real
+# servers, Chromium, Ray, or runs a whole study on the bundled reader. Two workers, each a whole test file at a time
+# (module-scoped fixtures stay in one process); TEST_WORKERS=0 runs in this process.
+# `make test` (unit + integration and the tree checks) is the everyday run; `make test-all` adds e2e.
 TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+TESTS_FAST := tests/unit tests/integration tests/test_structure.py tests/test_tree.py
 test: setup lint
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(PYTEST) $(TESTS_FAST)
+
+test-e2e: setup
+	$(PYTEST) tests/e2e
+
+test-all: setup lint
+	$(PYTEST) tests
 
 bench: setup
 	$(PY) benchmarks/scoring_throughput.py

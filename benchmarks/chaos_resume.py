@@ -1,4 +1,4 @@
-"""Chaos resume (issue 32, item 7): a small study on the stub server (``tests.support.stub_study``) SIGKILLed at
+"""Chaos resume: a small study on the stub server (``tests.support.stub_study``) SIGKILLed at
 seeded random moments, resumed after each kill, and its final summary compared with an uninterrupted run's —
 verdicts (every field), score files, and the last record per page and level (output, error, finish reason),
 not timings or speeds. After each kill the stub server must go too (no orphan), and every requests.jsonl must

@@ -1,5 +1,5 @@
 """The client's own ceiling: quantgate's async client against a local stub server that answers
-instantly (tests.support.stub). Target (issue 6): >= 500 requests/s at concurrency 64 on a
+instantly (tests.support.stub). Target: >= 500 requests/s at concurrency 64 on a
 2-core machine, so the client never limits a real server's measured throughput.
 
     python benchmarks/client_overhead.py [--requests 3000] [--concurrency 64]

@@ -1,4 +1,4 @@
-"""The demo's servers with 1 and with 2 torch threads (issue 19): seconds and server CPU seconds per
+"""The demo's servers with 1 and with 2 torch threads: seconds and server CPU seconds per
 page, and whether the outputs change. Serves every variant of a finished demo again with transformers
 serve (OMP_NUM_THREADS=1, then 2; two warm-up pages first), every held-out page at concurrency 1, and
 compares the two runs' outputs page by page (pages whose output differs, change in mean `ned`). This

@@ -1,4 +1,4 @@
-"""Where the demo's wall time goes (issue 19): runs `quantgate demo` in a fresh folder and reports
+"""Where the demo's wall time goes: runs `quantgate demo` in a fresh folder and reports
 wall time per part — quantize per variant, server starts, page requests per level, lm-eval, scoring
 and report — then prints a table and writes benchmarks/results/demo_time.json (or --out).
 

@@ -1,4 +1,4 @@
-"""What `transformers serve` computes per quantized format, measured on CPU (issue 16): one variant
+"""What `transformers serve` computes per quantized format, measured on CPU: one variant
 per model with every format quantgate produces (tests/data/all-formats.yaml), loaded through serve's
 own loader (quantgate.serve.numerics.measure_transformers_serve); per format, the relative error of
 each quantized module's output against x @ W_deq.T (weights-only arithmetic) and against the product

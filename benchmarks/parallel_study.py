@@ -1,4 +1,4 @@
-"""Parallel variants (issue 22): the same 4-variant reader study run with its servers one at a time and all at
+"""Parallel variants: the same 4-variant reader study run with its servers one at a time and all at
 once (lab/2026-12-03-h200-session-scripts/session/studies-parallel/*.yaml, run by the GPU session's gpu1.sh), read into one JSON with
 the keys ``sequential_wall_s`` and ``parallel_wall_s`` (one GPU) and ``parallel_2gpu_wall_s`` (two GPUs), each
 run's time budget (engine starts, generation, quantgate's own overhead share), its server starts, verdicts and
@@ -33,7 +33,7 @@ from serving_options import other_steps  # noqa: E402 — the other GPU job's st
 
 SCHEMA_VERSION = 1
 STUDIES = {"sequential": "b_sequential_1gpu", "parallel": "a_parallel_1gpu", "parallel_2gpu": "c_parallel_2gpu"}
-TARGET_SHARE = 0.5  # issue 22: parallel <= 50 % of sequential on one GPU
+TARGET_SHARE = 0.5  # parallel <= 50 % of sequential on one GPU
 # vLLM 0.26's start-up milestones in a server log, in order (log lines carry whole seconds)
 MILESTONES = {"engine_init": "Initializing a V1 LLM engine", "compiled": "Compiling a graph for compile range",
               "warmup_done": "Initial profiling/warmup run took", "kv_cache": "GPU KV cache size",

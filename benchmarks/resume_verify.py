@@ -1,4 +1,4 @@
-"""What it costs a study to verify its page set on every start (issue 32, item 1): every page image and truth
+"""What it costs a study to verify its page set on every start: every page image and truth
 of a synthetic page set hashed against pages.jsonl (``io.pageset.verify_page_files``), the files read cold
 from the page cache's point of view as far as this machine allows (the set is written first, then read back
 in full each repeat); and a study's copy of a page set that lies outside its folder (``study.pagecopy``): made

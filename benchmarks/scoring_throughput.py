@@ -1,6 +1,6 @@
 """Scoring throughput on this machine: `ned` over 10,000 synthetic page pairs of ~3,000
 characters, and one 10,000-resample paired bootstrap over 10,000 pages.
-Target (issue 4): >= 1,000 pages/s for ned, bootstrap < 2 s. Prints a table, writes JSON.
+Target: >= 1,000 pages/s for ned, bootstrap < 2 s. Prints a table, writes JSON.
 
     python benchmarks/scoring_throughput.py [--pages 10000] [--out benchmarks/results/scoring_throughput.json]
 """

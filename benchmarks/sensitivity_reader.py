@@ -1,4 +1,4 @@
-"""Issue 17 on the bundled reader (CPU): the sensitivity table and its wall time, budgets where the
+"""Sensitivity on the bundled reader (CPU): the sensitivity table and its wall time, budgets where the
 recommended recipe and the uniform presets part ways, held-out `ned` for both, and whether
 NVIDIA ModelOpt's auto_quantize runs here.
 

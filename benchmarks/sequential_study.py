@@ -1,4 +1,4 @@
-"""A real study with sequential verdicts against the same study fixed (issue 22): the bundled reader served
+"""A real study with sequential verdicts against the same study fixed: the bundled reader served
 by `transformers serve` on CPU, its synthetic reader pages, bf16 against fp8-dynamic, mixed and
 harmful-int2. Runs `quantgate study` twice in fresh folders — fixed first, then with a `sequential:` block —
 and writes the pages each variant's accuracy pass served, both designs' verdicts, where each sequential

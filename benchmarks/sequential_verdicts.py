@@ -1,4 +1,4 @@
-"""Sequential (early-stopping) verdicts by simulation (issue 22): does looking at the verdict after
+"""Sequential (early-stopping) verdicts by simulation: does looking at the verdict after
 every batch of pages, with alpha-spending boundaries, keep the error at the margin at its nominal
 5%, and how many pages does it save against the fixed design?
 

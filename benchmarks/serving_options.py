@@ -1,4 +1,4 @@
-"""Serving options as variants (issue 22): reads a finished ``quantgate study`` whose variants are the same
+"""Serving options as variants: reads a finished ``quantgate study`` whose variants are the same
 weights served with and without a vLLM option (lab/2026-12-03-h200-session-scripts/session/studies/serving_options.yaml) and writes
 one row per option: the per-page exact-match rate of the greedy text against the same weights without the
 option (at every concurrency level, and the option's own c=1 vs c=32), the pages that changed with short
@@ -13,7 +13,7 @@ gives rows for what it served; missing parts are ``null`` ("not measured").
     python benchmarks/serving_options.py STUDY_DIR [-o serving_options.json] [--session-results R]
     python benchmarks/serving_options.py STUDY_DIR --drop-failed STUDY.yaml --retry-yaml NEW.yaml
     python benchmarks/serving_options.py - --speculative-numerics lab/2026-12-03-h200-seven-variant-study/batchinv
-        # issue 30 item 7: speculative decoding with and without batch invariance, beside the rows (2026-12-03)
+        # speculative decoding with and without batch invariance, beside the rows (2026-12-03)
 
 ``--session-results``: the GPU session's results folder (session.json, gpu0/status.jsonl), to name the other
 job's steps that ran while each variant was served (``contended``). ``--drop-failed``: after the study stopped
@@ -272,7 +272,7 @@ def build(study_dir: Path, session_results: Path | None = None) -> dict:
 
 
 def speculative_numerics(bi_dir: Path) -> dict:
-    """Issue 30 item 7, "is the speculative decoding lossy?", apart from numerics: batch_invariance.py
+    """"is the speculative decoding lossy?", apart from numerics: batch_invariance.py
     ``--speculative``'s result (``bi_dir/batch_invariance.json`` and its servers' logs, ``<server>.server.log.gz`` or
     ``<server>/server.log``) as rows beside the study's: speculative vs plain greedy tokens at c=1, without and with
     ``VLLM_BATCH_INVARIANT=1`` on both, with the draft acceptance of each speculative server."""

@@ -1,6 +1,6 @@
-"""Issue 30 items 4-5: a cost table built from some decode profiles, its predicted GPU ms per decode step for the
-profiled recipes it was NOT built from against their measured step (item 4's check: median |error| <= 10 %), and
-what bounds every profiled variant (item 5, ``quantgate.speed.explain``).
+"""A cost table built from some decode profiles, its predicted GPU ms per decode step for the
+profiled recipes it was NOT built from against their measured step (the check: median |error| <= 10 %), and
+what bounds every profiled variant (``quantgate.speed.explain``).
 
     python benchmarks/speed_table_check.py [-o benchmarks/results/speed_table_check.json]
         # the committed 2026-11-30 profile.json files (GPU time per kernel name: a weight_bytes table)
@@ -38,7 +38,7 @@ from quantgate.speed.predict import predict_plan
 
 SCHEMA_VERSION = 1
 RESULTS = Path(__file__).resolve().parent / "results"
-TARGET = 0.10  # issue 30 item 4: median |error| of the prediction
+TARGET = 0.10  # median |error| of the prediction
 
 
 def _plan(path: Path) -> list[PlanRow]:
@@ -76,14 +76,14 @@ def committed() -> dict:
 
 def served(study: Path) -> dict[tuple[str, int], dict]:
     """A study's measured speed-ups with their intervals (summary.json, from its repeated waves), by variant and
-    level: what item 4's check compares the table's predicted speed-up with."""
+    level: what the check compares the table's predicted speed-up with."""
     s = json.loads((study / "summary.json").read_text())
     return {(v["name"], int(c)): iv for v in s["variants"] for c, iv in (v.get("speedup_interval") or {}).items()
             if iv.get("ratio") is not None}
 
 
 def phases(study: Path, variant: str, c: int) -> dict[str, float] | None:
-    """The served waves' time split at ``c`` (issue 30 item 4: what the decode-step table can and cannot predict):
+    """The served waves' time split at ``c`` (what the decode-step table can and cannot predict):
     mean seconds per wave until every request of the wave has its first token (prefill, the vision encoder and
     queueing: ``prefill_s``) and after it (every request decoding: ``decode_s``). A wave whose requests go one after
     another (c=1) splits each request at its first token instead. From the run's speed records (``speed.jsonl``, or
@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     levels = {c["concurrency"] for c in r["checks"] if c.get("served_error") is not None}
     r = {"schema_version": SCHEMA_VERSION, **r, "median_abs_error": statistics.median(errs) if errs else None,
          "target": TARGET, "recipes_checked": len(errs),
-         # None: fewer than 3 recipes checked, so item 4's check is not measured
+         # None: fewer than 3 recipes checked, so the check is not measured
          "check_passes": statistics.median(errs) <= TARGET if len(errs) >= 3 else None,
-         # issue 30 item 4 as stated: predicted vs served speed-up, >= 3 recipes at c=1 and c=32 (None: not measured)
+         # the check as first stated: predicted vs served speed-up, >= 3 recipes at c=1 and c=32 (None: not measured)
          "served_median_abs_error": statistics.median(se) if se else None,
          "served_check_passes": statistics.median(se) <= TARGET if len(recipes) >= 3 and {1, 32} <= levels else None,
          # the same, level by level, and for the decode part of the served waves alone (``phases``)

@@ -1,4 +1,4 @@
-"""Issue 17, items 3–4 on the bundled reader (CPU): `quantgate tune` at budgets where no uniform preset
+"""Items 3–4 on the bundled reader (CPU): `quantgate tune` at budgets where no uniform preset
 that fits is within noise, the trials it ran, and the recommended recipes against the uniform presets on
 the size-vs-`ned` plane (held-out pages, transformers serve).
 

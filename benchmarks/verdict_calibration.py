@@ -1,4 +1,4 @@
-"""How often the verdict is wrong, by simulation (issue 15). Each cell simulates ``--studies``
+"""How often the verdict is wrong, by simulation. Each cell simulates ``--studies``
 paired studies of n pages and runs the verdict code itself (quantgate.judge.stats.paired_bounds
 and classify, vectorised over studies) on them:
 

@@ -1,4 +1,4 @@
-"""How often the document-aware verdict is wrong, by simulation (issue 27, item 9). Every cell simulates
+"""How often the document-aware verdict is wrong, by simulation. Every cell simulates
 paired studies and runs the verdict code itself (quantgate.judge.clustered: cluster_summary, cluster_bounds,
 damage_in_force, rare_failure_count, classify — vectorised over studies; ``decide`` is the same functions on
 one study) on them. The grid below is fixed before the runs.
@@ -460,7 +460,7 @@ def ladder(cell: Cell, studies: int, resamples: int) -> dict:
 # --- item 5: delivered power of pages_needed ----------------------------------------------------------
 
 def delivered_power(pilots: int, resamples: int, shift_margins: float) -> dict:
-    """Pilots of 50 pages with d ~ N(shift, 0.03) (issue 27: shift −0.8·m), pages_needed planned at the true
+    """Pilots of 50 pages with d ~ N(shift, 0.03) (shift −0.8·m), pages_needed planned at the true
     shift (the declared expected_shift), then a fresh study of that size from the same distribution, judged
     with the default rules (D = 1). The fresh studies' bounded tests run together, padded with empty
     documents after each study's last (which change nothing); their intervals one study at a time."""

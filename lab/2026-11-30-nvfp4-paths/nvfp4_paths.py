@@ -1,9 +1,9 @@
-"""NVFP4 as each path runs it (issue 22): the reader's nvfp4 variant served on CPU by `transformers serve`
+"""NVFP4 as each path runs it: the reader's nvfp4 variant served on CPU by `transformers serve`
 (which computes W4A4: docs/recipes.md) beside the H200's vLLM outputs of the same study pages — Marlin
 (weights-only) and `--linear-backend emulation` (W4A4) — and BF16 on both backends; which paths give the
 same text page by page.
 
-    python benchmarks/nvfp4_paths.py [--study DIR] [--out benchmarks/results/nvfp4_paths.json]
+    python lab/2026-11-30-nvfp4-paths/nvfp4_paths.py [--study DIR] [--out lab/2026-11-30-nvfp4-paths/nvfp4_paths.json]
 
 DIR: the serving-options study folder from the GPU session (default: extracted from
 lab/2026-11-30-h200-serving-options/serving_options_study.tar.gz). The CPU variants are built here with the
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TARBALL = ROOT / "lab/2026-11-30-h200-serving-options/serving_options_study.tar.gz"
 
 
@@ -42,7 +42,7 @@ def agree(a: dict[str, str], b: dict[str, str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--study", type=Path)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/nvfp4_paths.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "lab/2026-11-30-nvfp4-paths/nvfp4_paths.json")
     a = ap.parse_args()
     from quantgate.io.fingerprint import weights_fingerprint
 
@@ -67,7 +67,7 @@ def main() -> None:
             t0 = time.time()
             v = tmp / f"v-{recipe}"
             subprocess.run([sys.executable, "-m", "quantgate", "quantize", str(ROOT / "quantgate/assets/reader"),
-                            "--recipe", recipe, "--calibration", str(pages), "--samples", str(st["calibration_samples"]),
+                            "--recipe", recipe, "--calibration", str(pages), "--calibration-samples", str(st["calibration_samples"]),
                             "-o", str(v)], check=True, capture_output=True)
             run = tmp / f"run-{recipe}"
             subprocess.run([sys.executable, "-m", "quantgate", "serve", str(v), "--pages", str(pages), "--split",
@@ -84,7 +84,7 @@ def main() -> None:
         "vllm marlin nvfp4 vs vllm bf16": agree(gpu["nvfp4"], gpu["bf16"]),
     }
     result = {
-        "command": "python benchmarks/nvfp4_paths.py", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": "python lab/2026-11-30-nvfp4-paths/nvfp4_paths.py", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "pages": st["limit"], "max_tokens": st["max_tokens"], "concurrency": 1,
         "weights_same_as_gpu": {r: cpu_fp[r] == gpu_fp[r] for r in cpu_fp},
         "fingerprints": {"cpu": cpu_fp, "gpu": gpu_fp}, "cpu_wall_s": timing, "pairs": pairs,

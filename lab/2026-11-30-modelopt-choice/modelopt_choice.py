@@ -1,4 +1,4 @@
-"""Issue 17: NVIDIA ModelOpt's auto_quantize choice on the bundled reader, judged through quantgate.
+"""NVIDIA ModelOpt's auto_quantize choice on the bundled reader, judged through quantgate.
 
 benchmarks/sensitivity_reader.py ran ModelOpt 0.47.0's auto_quantize (CPU, effective_bits 8.0 over
 FP8_DEFAULT_CFG and INT4_AWQ_CFG, methods gradient and kl_div) and stored each run's `chosen` map
@@ -18,9 +18,9 @@ The translation is an approximation, stated in the JSON and in docs/sensitivity.
 - Modules ModelOpt left unquantized (its NONE choice) stay BF16; modules quantgate's formats cannot take
   (Gated DeltaNet's conv1d, an nn.Conv1d) stay BF16 and are listed.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/modelopt_choice.py      # ~10 min on a 2-core CPU
+    PYTHONPATH=. .venv/bin/python lab/2026-11-30-modelopt-choice/modelopt_choice.py      # ~10 min on a 2-core CPU
 
-Writes benchmarks/results/modelopt_choice.json and prints a pandas table."""
+Writes lab/2026-11-30-modelopt-choice/modelopt_choice.json and prints a pandas table."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # sensitivity_reader, the reusable reader benchmark
 from sensitivity_reader import READER, ROOT, qg, reader_pages  # noqa: E402
 
 FORMAT_MAP = {"FP8_DEFAULT_CFG": "fp8-static", "INT4_AWQ_CFG": "w4a16"}
@@ -79,7 +79,7 @@ def translate(run: dict, modules: list, label: str) -> dict:
         if m.kind in DECODER_KINDS and m.name not in formats:
             kept[m.name] = "ModelOpt chose no quantization (NONE) for its group"
     header = (f"# ModelOpt 0.47.0 auto_quantize ({label}) on the bundled reader, translated by "
-              "benchmarks/modelopt_choice.py.\n"
+              "lab/2026-11-30-modelopt-choice/modelopt_choice.py.\n"
               + "".join(f"# {w}\n" for w in WHY_FORMAT.values())
               + "# Fused siblings get the format ModelOpt chose for their group; conv1d and NONE modules stay BF16.\n")
     text = (header + f'name: "modelopt-{label}"\n'
@@ -103,7 +103,7 @@ def main() -> None:
                     help="the reader's decoder sensitivity file (sensitivity_reader.py's sens.json); measured anew "
                     "if missing (~3 min)")
     ap.add_argument("--source", type=Path, default=ROOT / "benchmarks/results/sensitivity_reader.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/modelopt_choice.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "lab/2026-11-30-modelopt-choice/modelopt_choice.json")
     ap.add_argument("--skip-study", action="store_true", help="translate and validate only")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -117,7 +117,7 @@ def main() -> None:
     pages = reader_pages(a.work)
     mm = model_modules(READER)
     runs = [r for r in json.loads(a.source.read_text())["modelopt"] if r.get("ok")]
-    result: dict = {"command": "PYTHONPATH=. .venv/bin/python benchmarks/modelopt_choice.py",
+    result: dict = {"command": "PYTHONPATH=. .venv/bin/python lab/2026-11-30-modelopt-choice/modelopt_choice.py",
                     "source": str(a.source.relative_to(ROOT)), "modelopt_runs": [], "approximations": list(WHY_FORMAT.values()) + [
         "fused siblings (q/k/v, gate/up, in_proj_qkv+z, in_proj_a+b) take the format ModelOpt chose for the group",
         "Gated DeltaNet conv1d (nn.Conv1d) stays BF16: quantgate quantizes Linear weights only",

@@ -1,9 +1,9 @@
-"""Issue 20 item 4, accuracy side: what FP8 on the Gated DeltaNet projections (``fp8-all``) and on the LM head
+"""Accuracy side: what FP8 on the Gated DeltaNet projections (``fp8-all``) and on the LM head
 (``fp8-all-lm-head``) cost the bundled reader, against BF16 and ``fp8-dynamic``, through a real study on
 the CPU (transformers serve, held-out reader pages). Writes the verdicts, the exact command and how many
-pages read exactly like BF16 to benchmarks/results/fp8_all_reader.json.
+pages read exactly like BF16 to lab/2026-11-30-fp8-all-reader/fp8_all_reader.json.
 
-    python benchmarks/fp8_all_reader.py --out /tmp/fp8-all-study      # ~40 held-out pages; resumable
+    python lab/2026-11-30-fp8-all-reader/fp8_all_reader.py --out /tmp/fp8-all-study      # ~40 held-out pages; resumable
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     base = outputs["bf16"]
     noise = {r.page_id: r.output for r in load_records(a.out / "runs" / "bf16") if r.concurrency == 2}
     result = {
-        "command": "python benchmarks/fp8_all_reader.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": "python lab/2026-11-30-fp8-all-reader/fp8_all_reader.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         "study": {**study(a.pages, a.seed), "model": "quantgate/assets/reader"}, "wall_s": round(wall, 1),
         "heldout_pages": len(base),
         "identical_to_bf16": {v: sum(outputs[v].get(p) == t for p, t in base.items()) for v in VARIANTS[1:]},
