@@ -51,7 +51,7 @@ lint: setup
 	$(VENV)/bin/ruff check quantgate tests benchmarks training
 	$(VENV)/bin/mypy
 
-# The tiers (docs/extending.md, "Tests"): tests/unit runs in-process (tests/unit/conftest.py fails a unit test that
+# The tiers (docs/extending.md, "A test"): tests/unit runs in-process (tests/unit/conftest.py fails a unit test that
 # starts a process); tests/integration starts quantgate's stand-in servers and the CLI; tests/e2e starts real
 # servers, Chromium, Ray, or runs a whole study on the bundled reader. Two workers, each a whole test file at a time
 # (module-scoped fixtures stay in one process); TEST_WORKERS=0 runs in this process.
