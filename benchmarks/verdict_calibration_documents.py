@@ -30,6 +30,7 @@ from scipy.stats import beta as beta_dist
 
 from quantgate.judge import clustered as C
 from quantgate.judge.boundaries import design  # the group-sequential boundaries (Lan–DeMets spending)
+from quantgate.schema.verdict import DEFAULT_RESAMPLES, VerdictSettings
 
 MARGIN = 0.01
 CHECKS_MARGIN = 0.02  # the registry's default margin for checks
@@ -511,7 +512,7 @@ def worked_example() -> list[dict]:
     for label, ids, kw in (("pages as if independent (one document each)", [f"p{i}" for i in range(len(d))], {}),
                            ("documents, defaults (D = D_doc = 1)", docs, {}),
                            ("documents, worst_document_damage 0.2 declared", docs, {"worst_document_damage": 0.2})):
-        dec = C.decide(d, ids, MARGIN, seed=7, **kw)
+        dec = C.decide(d, ids, VerdictSettings(metric="ned", margin=MARGIN, seed=7, **kw))
         out.append({"judged_as": label, **asdict(dec), "assumption": C.assumption(dec)})
     return out
 
@@ -535,7 +536,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--studies", type=int, default=4000)
     ap.add_argument("--zero-studies", type=int, default=1000)
     ap.add_argument("--resamples", type=int, default=1000)
-    ap.add_argument("--check-resamples", type=int, default=C.DEFAULT_RESAMPLES)
+    ap.add_argument("--check-resamples", type=int, default=DEFAULT_RESAMPLES)
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)
     if a.quick:

@@ -157,13 +157,18 @@ EXIT = {"within_noise": 0, "regression": 1, "not_equivalent": 1, "inconclusive":
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
+    from quantgate.errors import InputError
     from quantgate.judge.compare import compare_files
+    from quantgate.schema.verdict import VerdictSettings
 
-    v = compare_files(a.baseline, a.candidate, a.metric, noise=a.noise, margin=a.margin, seed=a.seed,
-                      n_resamples=a.resamples, allow_missing=a.allow_missing, equivalence=a.equivalence,
-                      exact=a.exact, worst_page_damage=a.worst_page_damage,
-                      worst_document_damage=a.worst_document_damage, baseline_floor=a.baseline_floor,
-                      min_documents=a.min_documents, expected_shift=a.expected_shift)
+    if a.equivalence and a.exact:
+        raise InputError("--equivalence and --exact are different tests: pick one")
+    test = "exact" if a.exact else "equivalence" if a.equivalence else "non_inferiority"
+    settings = VerdictSettings(metric=a.metric, margin=a.margin, seed=a.seed, n_resamples=a.resamples, test=test,
+                               worst_page_damage=a.worst_page_damage, worst_document_damage=a.worst_document_damage,
+                               baseline_floor=a.baseline_floor, min_documents=a.min_documents,
+                               expected_shift=a.expected_shift)
+    v = compare_files(a.baseline, a.candidate, settings, noise=a.noise, allow_missing=a.allow_missing)
     if a.json:
         print_json(v.model_dump())
         return EXIT[v.verdict]

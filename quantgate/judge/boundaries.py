@@ -21,9 +21,8 @@ from scipy.special import ndtr, ndtri
 
 from quantgate.errors import InputError
 from quantgate.schema.sequential import LookBoundary, Spending
-from quantgate.schema.verdict import DEFAULT_CONFIDENCE
+from quantgate.schema.verdict import ALPHA
 
-ALPHA = round((1 - DEFAULT_CONFIDENCE) / 2, 12)  # one-sided, each side: the fixed design's 5%
 SPENDINGS: tuple[Spending, ...] = get_args(Spending)
 _GRID = 801  # Simpson points per look: boundaries agree with a 2001-point grid to 1e-7 (tested)
 _TAIL = 10.0  # the grid spans ±10 sd of W(t): the mass left out is below 1e-22

@@ -40,28 +40,28 @@ from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import IntervalName, ReasonName, VerdictName
+from quantgate.schema.verdict import (
+    ALPHA,
+    DEFAULT_POWER,
+    MIN_DOCUMENTS,
+    MIN_PAGES,
+    REASONS,
+    VERDICTS,
+    IntervalName,
+    ReasonName,
+    VerdictName,
+    VerdictSettings,
+    check_resamples,
+)
 
-ALPHA = 0.05  # one-sided, each side
-DEFAULT_RESAMPLES = 10_000
-MIN_RESAMPLES = 1_000
-MIN_PAGES = 30
-# Below 30 documents the interval alone (no count rule, no bounded test) falsely passed more than 6% of
-# clustered studies whose documents all shift (benchmarks/verdict_calibration_documents.py, "diagnostics").
-MIN_DOCUMENTS = 30
 # The bounded test stakes at most 90% of what a page (document) at the worst damage would take: one such
 # page then costs ln 10 of log wealth instead of all of it, for good (a checks page with one check that
 # flips is such a page), and identical scores need ~11% more pages than the count rule — which is why
 # identical scores are judged by the count rule alone (an exact test on them).
 STAKE_CAP = 0.9
-DEFAULT_POWER = 0.80
 PLANNING_CONFIDENCE = 0.80  # pages_needed plans with an 80% upper confidence bound on the spread
 _CHUNK_ELEMENTS = 4_000_000
 
-VERDICTS: tuple[VerdictName, ...] = ("within_noise", "regression", "inconclusive", "not_equivalent")
-REASONS: tuple[ReasonName, ...] = ("ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin", "too_few_pages",
-           "too_few_documents", "rare_failures_not_ruled_out", "identical_outputs", "identical_scores",
-           "baseline_unfit")
 # A baseline that cannot read the pages makes every comparison vacuous: the floors on the
 # baseline's own mean score are the metric registry's (quantgate.schema.metrics says why).
 SUGGESTED_BASELINE_FLOORS = {m: s.baseline_floor for m, s in METRICS.items() if s.baseline_floor is not None}
@@ -540,32 +540,47 @@ class Decision:
     order_seed: int
 
 
-def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPHA,
-           worst_page_damage: float | None = None, worst_document_damage: float | None = None,
-           damage_ceiling: float = 1.0, outputs_identical: bool | None = None, baseline_score: float | None = None,
-           baseline_floor: float | None = None, baseline_higher_is_better: bool = True, noise=None,
-           n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, min_pages: int = MIN_PAGES,
-           min_documents: int = MIN_DOCUMENTS, equivalence: bool = False, expected_shift: float = 0.0,
-           power: float = DEFAULT_POWER, look_alpha: float | None = None, order_seed: int = 0) -> Decision:
-    """One verdict. ``d`` per page (oriented, higher is better), ``document_ids`` per page. ``damage_ceiling``:
-    the metric's range (1 for ned/checks; clip cer/wer to [0, 1] first). ``outputs_identical``: every output
-    hash matches (None: not known). ``baseline_score``: the baseline's own mean score, judged against
-    ``baseline_floor`` in the metric's direction. ``noise``: e = baseline′ − baseline on the same pages,
-    oriented. ``alpha``: the one-sided level of each end, of the count rule and of the bounded test.
-    ``look_alpha``: a sequential look's nominal level α_k for the interval (the spending boundaries); the
-    count rule and the bounded test stay at ``alpha``, the bounded test being valid at any look.
-    ``order_seed``: the documents' order for the bounded test (``document_order``; for a sequential
-    look, pass the pages served so far and the order seed of the study)."""
+@dataclass(frozen=True)
+class Evidence:
+    """What a verdict knows beside the page differences and its settings. ``outputs_identical``: every output
+    hash matches (None: not known). ``baseline_score``: the baseline's own mean score, judged against the
+    settings' ``baseline_floor``. ``noise``: e = baseline′ − baseline on the same pages, oriented.
+    ``damage_ceiling``: the metric's range (None: the registry's; 1 for ned/checks, cer/wer clipped to [0, 1]).
+    ``look_alpha``: a sequential look's nominal level α_k for the interval (the spending boundaries); the count
+    rule and the bounded test stay at the settings' alpha, the bounded test being valid at any look.
+    ``order_seed``: the documents' order for the bounded test (``document_order``)."""
+
+    outputs_identical: bool | None = None
+    baseline_score: float | None = None
+    noise: np.ndarray | None = None
+    damage_ceiling: float | None = None
+    look_alpha: float | None = None
+    order_seed: int = 0
+
+
+def decide(d, document_ids: Sequence[str], settings: VerdictSettings, evidence: Evidence | None = None) -> Decision:
+    """One verdict. ``d`` per page (oriented, higher is better), ``document_ids`` per page; every rule's setting
+    from ``settings`` (its alpha: the one-sided level of each end, of the count rule and of the bounded test)."""
+    s, ev = settings, evidence or Evidence()
+    margin, alpha, look_alpha = s.margin, s.alpha, ev.look_alpha
+    if ev.damage_ceiling is not None:
+        damage_ceiling = ev.damage_ceiling
+    elif s.metric in METRICS:
+        damage_ceiling = METRICS[s.metric].margin_ceiling
+    else:
+        damage_ceiling = max(1.0, float(np.abs(np.asarray(d, dtype=np.float64)).max(initial=0.0)))
+    noise, baseline_score, n_resamples, seed = ev.noise, ev.baseline_score, s.n_resamples, s.seed
+    min_pages, min_documents, power, order_seed = s.min_pages, s.min_documents, s.power, ev.order_seed
+    expected_shift = -s.expected_shift  # oriented: higher is better
     if not (math.isfinite(margin) and 0 < margin < damage_ceiling):
         raise ValueError(f"margin {margin!r}: must be a finite number > 0 and below the metric's range")
     for name, a in (("alpha", alpha), ("look_alpha", alpha if look_alpha is None else look_alpha)):
         if not 0 < a < 0.5:
             raise ValueError(f"{name} {a!r}: a one-sided level in (0, 0.5)")
     interval_alpha = alpha if look_alpha is None else look_alpha
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < MIN_RESAMPLES:
-        raise ValueError(f"n_resamples {n_resamples!r}: an integer >= {MIN_RESAMPLES}")
-    D_decl = check_damage("worst_page_damage", worst_page_damage, margin, damage_ceiling)
-    Dd_decl = check_damage("worst_document_damage", worst_document_damage, margin, D_decl or damage_ceiling)
+    check_resamples(n_resamples)
+    D_decl = check_damage("worst_page_damage", s.worst_page_damage, margin, damage_ceiling)
+    Dd_decl = check_damage("worst_document_damage", s.worst_document_damage, margin, D_decl or damage_ceiling)
     docs, ids = documents_of(d, document_ids)
     G = docs.pages.shape[1]
     if G < 2:
@@ -584,15 +599,15 @@ def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPH
     D, Dd, page_ref, doc_ref = damage_in_force(docs, D_decl, damage_ceiling, Dd_decl)
     pages_rule, docs_rule = rare_failure_count(margin, D, alpha), documents_rule(margin, Dd, cl.size_ratio, alpha)
     ok = baseline_fit(np.nan if baseline_score is None else baseline_score,
-                      None if baseline_score is None else baseline_floor, baseline_higher_is_better)
+                      None if baseline_score is None else s.baseline_floor, s.higher_is_better)
     all_zero = bool(np.all(docs.sumsq == 0))
     pos = {x: i for i, x in enumerate(ids)}
     ordered = [pos[x] for x in document_order(ids, order_seed)]
     in_order = Documents(*(a[:, ordered] for a in (docs.pages, docs.total, docs.sumsq, docs.worst)))
     wealth = float(log_wealth(in_order, margin, Dd)[0, -1])
-    v, r = classify(cl, b, margin, all_zero=all_zero, outputs_identical=bool(outputs_identical), floor=floor,
+    v, r = classify(cl, b, margin, all_zero=all_zero, outputs_identical=bool(ev.outputs_identical), floor=floor,
                     pages_rule=pages_rule, documents_rule=docs_rule, bounded_ok=wealth >= math.log(1 / alpha),
-                    baseline_ok=ok, min_pages=min_pages, min_documents=min_documents, equivalence=equivalence)
+                    baseline_ok=ok, min_pages=min_pages, min_documents=min_documents, equivalence=s.equivalence)
     verdict, reason = VERDICTS[int(v[0])], REASONS[int(r[0])]
     need = Plan(None, None, expected_shift)
     if verdict == "inconclusive" and reason != "baseline_unfit":
@@ -621,7 +636,7 @@ def decide(d, document_ids: Sequence[str], margin: float, *, alpha: float = ALPH
         worst_document_damage_source=source(Dd_decl, doc_ref[0], "worst_page_damage"),
         rare_failure_pages=int(pages_rule[0]), rare_failure_documents=int(docs_rule[0]), bounded_log_wealth=wealth,
         bounded_low=bounded_lower(in_order, float(Dd[0]), alpha), baseline_score=baseline_score,
-        baseline_floor=baseline_floor, pages_needed=None if need.pages is None else int(need.pages[0]),
+        baseline_floor=s.baseline_floor, pages_needed=None if need.pages is None else int(need.pages[0]),
         documents_needed=None if need.documents is None else int(need.documents[0]), planning_shift=expected_shift,
         n_resamples=n_resamples, seed=seed, order_seed=order_seed)
 

@@ -3,32 +3,50 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from quantgate.errors import InputError
 from quantgate.io.scores import read_scores
-from quantgate.judge.clustered import decide
+from quantgate.judge.clustered import Evidence, decide
 from quantgate.judge.documents import check_documents
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.verdict import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_POWER,
-    DEFAULT_RESAMPLES,
-    MIN_DOCUMENTS,
-    MIN_PAGES,
     PAGES_WORSE_LISTED,
-    Comparison,
     DamageSource,
     ReasonName,
-    TestName,
     Verdict,
+    VerdictSettings,
     new_verdict,
 )
 
 Rows = dict[str, ScoreRow]
+
+
+@dataclass(frozen=True)
+class Names:
+    """How the error messages name the baseline, the candidate and the noise run (file paths, run names)."""
+
+    baseline: str = "baseline"
+    candidate: str = "candidate"
+    noise: str = "noise run"
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.baseline, self.candidate
+
+
+@dataclass(frozen=True)
+class Look:
+    """Judge only ``ids`` (a sequential look's pages, in serving order) with the interval at the one-sided level
+    ``alpha``; ``order_seed``: the documents' order for the bounded test."""
+
+    ids: list[str]
+    alpha: float | None = None
+    order_seed: int = 0
 
 
 def _listing(ids) -> str:
@@ -113,39 +131,23 @@ def _source(s: str) -> DamageSource:
     return "exceeded" if "exceeded" in s else "declared" if s == "declared" else "metric default"
 
 
-def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows | None = None,
-                   margin: float | None = None, seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
-                   confidence: float = DEFAULT_CONFIDENCE, allow_missing: bool = False,
-                   names: tuple[str, str] = ("baseline", "candidate"), noise_name: str = "noise run",
-                   higher_is_better: bool | None = None, equivalence: bool = False, exact: bool = False,
-                   min_pages: int = MIN_PAGES, power: float = DEFAULT_POWER, min_documents: int = MIN_DOCUMENTS,
-                   worst_page_damage: float | None = None, worst_document_damage: float | None = None,
-                   baseline_floor: float | None = None, expected_shift: float = 0.0,
-                   worse_threshold: float | None = None, ids: list[str] | None = None,
-                   look_alpha: float | None = None, order_seed: int = 0) -> Verdict:
-    """``margin=None``: the registry's declared margin for ``metric``. ``higher_is_better`` (and a
-    margin) for metrics outside the registry, e.g. lm-eval's. ``noise``: the baseline's scores from
-    a second run on the same pages. Non-inferiority by default; ``equivalence`` is two-sided;
-    ``exact`` passes only when every page's output text is identical. Documents are the statistical unit
-    (``judge.clustered``; docs/statistics.md): ``worst_page_damage``/``worst_document_damage`` declare the
-    rare-failure bounds (default: the metric's range), ``baseline_floor`` the baseline's (default: the
-    registry's), ``expected_shift`` the planning alternative of pages_needed. ``ids``: judge only these pages
-    (a sequential look's, in serving order) at the interval level ``look_alpha``; ``order_seed``: the
-    documents' order for the bounded test."""
-    test: TestName = "exact" if exact else "equivalence" if equivalence else "non_inferiority"
-    if equivalence and exact:
-        raise InputError("--equivalence and --exact are different tests: pick one")
-    c = Comparison.make(metric, margin=margin, higher_is_better=higher_is_better, test=test, seed=seed,
-                        n_resamples=n_resamples, confidence=confidence, min_pages=min_pages, power=power,
-                        min_documents=min_documents, worst_page_damage=worst_page_damage,
-                        worst_document_damage=worst_document_damage, baseline_floor=baseline_floor,
-                        expected_shift=expected_shift, worse_threshold=worse_threshold)
-    _has_metric(baseline, metric, names[0])
-    _has_metric(candidate, metric, names[1])
+def compare_scores(baseline: Rows, candidate: Rows, settings: VerdictSettings, *, noise: Rows | None = None,
+                   allow_missing: bool = False, names: Names = Names(), look: Look | None = None) -> Verdict:
+    """The verdict on ``settings.metric`` (its margin, test and rules in ``settings``). ``noise``: the baseline's
+    scores from a second run on the same pages. Non-inferiority by default; ``test: equivalence`` is two-sided;
+    ``test: exact`` passes only when every page's output text is identical. Documents are the statistical unit
+    (``judge.clustered``; docs/statistics.md). ``look``: judge only a sequential look's pages at its level."""
+    c = settings
+    metric, exact = c.metric, c.test == "exact"
+    noise_name, ids = names.noise, None if look is None else look.ids
+    look_alpha, order_seed = (None, 0) if look is None else (look.alpha, look.order_seed)
+    pair = names.pair
+    _has_metric(baseline, metric, pair[0])
+    _has_metric(candidate, metric, pair[1])
     if noise is not None:
         _has_metric(noise, metric, noise_name)
     if ids is None:
-        pages, ids, missing = _pair(baseline, candidate, noise, metric, allow_missing, names, noise_name)
+        pages, ids, missing = _pair(baseline, candidate, noise, metric, allow_missing, pair, noise_name)
     else:  # a look: its pages, every one with a row on each side (replay checks that)
         pages, missing = list(ids), []
         ids = [i for i in ids if baseline[i].value(metric) is not None and candidate[i].value(metric) is not None]
@@ -166,16 +168,13 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
     damage = c.worst_page_damage
     if damage is None and spec is not None and spec.damage < ceiling:
         damage = spec.damage  # a registry default below the range: passed on as a bound, labelled its default
-    changed = pages_changed(baseline, candidate, pages, names, required=exact)
-    judged_changed = pages_changed(baseline, candidate, ids, names, required=False)
+    changed = pages_changed(baseline, candidate, pages, pair, required=exact)
+    judged_changed = pages_changed(baseline, candidate, ids, pair, required=False)
+    evidence = Evidence(outputs_identical=judged_changed == 0, baseline_score=float(b.mean()), noise=e,
+                        damage_ceiling=ceiling, look_alpha=look_alpha, order_seed=order_seed)
     try:
-        dec = decide(d, page_documents(baseline, candidate, ids, names, noise, noise_name), c.margin, alpha=c.alpha, worst_page_damage=damage,
-                     worst_document_damage=c.worst_document_damage, damage_ceiling=ceiling,
-                     outputs_identical=judged_changed == 0, baseline_score=float(b.mean()),
-                     baseline_floor=c.baseline_floor, baseline_higher_is_better=c.higher_is_better, noise=e,
-                     n_resamples=n_resamples, seed=seed, min_pages=min_pages, min_documents=min_documents,
-                     equivalence=equivalence, expected_shift=-c.expected_shift, power=power, look_alpha=look_alpha,
-                     order_seed=order_seed)
+        dec = decide(d, page_documents(baseline, candidate, ids, pair, noise, noise_name),
+                     c.model_copy(update={"worst_page_damage": damage}), evidence)
     except ValueError as err:
         raise InputError(f"metric {metric!r}: {err}") from None
     verdict, reason, need, docs_need = dec.verdict, dec.reason, dec.pages_needed, dec.documents_needed
@@ -183,7 +182,7 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
         verdict, reason = ("within_noise", "identical_outputs") if changed == 0 else ("not_equivalent", "outputs_differ")
         need = docs_need = None
     n_flips, flip_source = flips(baseline, candidate, pages, metric)
-    assert c.worse_threshold is not None  # Comparison.make sets it
+    assert c.worse_threshold is not None  # VerdictSettings sets it
     worse = sorted((float(x), i) for x, i in zip(d, ids, strict=True) if x < -c.worse_threshold)
     level = None if look_alpha is None else dict(confidence=1 - 2 * look_alpha, alpha=look_alpha)
     lo, hi = within_range(dec.ci_low, dec.ci_high, ceiling)
@@ -194,7 +193,7 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
                        pages_needed=need, pages_changed=changed, pages_compared=None if changed is None else len(pages),
                        missing_pages=missing, p_noninferiority=dec.p_noninferiority, **(level or {}),
                        documents=dec.documents, largest_document=dec.largest_document,
-                       design_effect=dec.design_effect, effective_n=dec.effective_n, min_documents=min_documents,
+                       design_effect=dec.design_effect, effective_n=dec.effective_n, min_documents=c.min_documents,
                        worst_page_damage=dec.worst_page_damage,
                        worst_page_damage_source=_source(dec.worst_page_damage_source)
                        if c.worst_page_damage is not None or "exceeded" in dec.worst_page_damage_source
@@ -209,22 +208,18 @@ def compare_scores(baseline: Rows, candidate: Rows, metric: str, *, noise: Rows 
                        pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]])
 
 
-def too_few_to_judge(baseline: Rows, candidate: Rows, metric: str, *, margin: float | None = None,
-                     seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES, min_pages: int = MIN_PAGES,
-                     min_documents: int = MIN_DOCUMENTS, equivalence: bool = False, exact: bool = False,
-                     **_settings) -> Verdict | None:
+def too_few_to_judge(baseline: Rows, candidate: Rows, settings: VerdictSettings) -> Verdict | None:
     """The inconclusive verdict of a subset too small for ``compare_scores`` (fewer than 2 pages or 2 documents
     scored on both sides, e.g. one tag value's pages): ``too_few_pages`` / ``too_few_documents``, nothing
     bounded (the metric's whole range, p 1 both ways). None when the subset is large enough to judge, or has no
     page scored on both sides (nothing to report)."""
+    c = settings
+    metric, min_pages, min_documents = c.metric, c.min_pages, c.min_documents
     ids = sorted(i for i in set(baseline) & set(candidate)
                  if baseline[i].value(metric) is not None and candidate[i].value(metric) is not None)
     docs = set(page_documents(baseline, candidate, ids)) if ids else set()
     if not ids or (len(ids) >= 2 and len(docs) >= 2):
         return None
-    test: TestName = "exact" if exact else "equivalence" if equivalence else "non_inferiority"
-    c = Comparison.make(metric, margin=margin, test=test, seed=seed, n_resamples=n_resamples, min_pages=min_pages,
-                        min_documents=min_documents)
     spec = METRICS[metric]
     b = float(np.mean([baseline[i].value(metric) for i in ids]))
     cand = float(np.mean([candidate[i].value(metric) for i in ids]))
@@ -237,11 +232,12 @@ def too_few_to_judge(baseline: Rows, candidate: Rows, metric: str, *, margin: fl
                        min_documents=min_documents, documents_needed=min_documents)
 
 
-def compare_files(baseline: Path, candidate: Path, metric: str, noise: Path | None = None, **kw) -> Verdict:
-    return compare_scores(read_scores(baseline), read_scores(candidate), metric,
-                          noise=read_scores(noise) if noise else None, names=(str(baseline), str(candidate)),
-                          noise_name=str(noise) if noise else "noise run", **kw)
+def compare_files(baseline: Path, candidate: Path, settings: VerdictSettings, noise: Path | None = None,
+                  allow_missing: bool = False) -> Verdict:
+    return compare_scores(read_scores(baseline), read_scores(candidate), settings,
+                          noise=read_scores(noise) if noise else None, allow_missing=allow_missing,
+                          names=Names(str(baseline), str(candidate), str(noise) if noise else "noise run"))
 
 
-__all__ = ["compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "too_few_to_judge",
+__all__ = ["Look", "Names", "compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "too_few_to_judge",
            "within_range"]

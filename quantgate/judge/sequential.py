@@ -18,17 +18,18 @@ The boundaries: ``quantgate.judge.boundaries``.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
 from quantgate.errors import InputError
 from quantgate.judge import clustered as C
 from quantgate.judge import stats
-from quantgate.judge.boundaries import ALPHA, check_looks, design, repeated_p
+from quantgate.judge.boundaries import check_looks, design, repeated_p
 from quantgate.judge.compare import within_range
-from quantgate.schema.metrics import check_margin
+from quantgate.schema.metrics import METRICS
 from quantgate.schema.sequential import LookBoundary, SequentialDecision, SequentialMetric, Spending
-from quantgate.schema.verdict import DECISIVE, MIN_PAGES
+from quantgate.schema.verdict import ALPHA, DECISIVE, MIN_PAGES, VerdictSettings
 
 # The first look: the interval is calibrated at 5% from 30 pages (MIN_PAGES), but early looks test at
 # far smaller levels, where 30 skewed pages are not: at a nominal 0.1% they pass a candidate one margin
@@ -100,13 +101,30 @@ def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *
 
 # --- the decision at a look --------------------------------------------------------------------
 
-def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending, seed, n_resamples,
-              equivalence, min_pages, best_p, documents, rules) -> SequentialMetric:
+@dataclass(frozen=True)
+class LookPages:
+    """The pages served so far, *in ``page_order``*, per metric: ``d`` the oriented differences (higher is
+    better; NaN where a page has no value), ``noise`` the baseline re-run's (optional), ``baseline`` the baseline's
+    own page scores (for baseline_score); per page: ``documents`` (None: each page its own) and ``same_output``
+    (both outputs hash the same; identical_outputs needs every one)."""
+
+    d: dict[str, np.ndarray]
+    noise: dict[str, np.ndarray] | None = None
+    documents: list[str] | None = None
+    baseline: dict[str, np.ndarray] | None = None
+    same_output: np.ndarray | None = None
+
+
+def _evaluate(s: VerdictSettings, pages: LookPages, bound: LookBoundary, repeated: tuple, best_p: float
+              ) -> SequentialMetric:
     """One metric at one look: the document-level verdict of ``judge.clustered`` on the look's pages, the
-    interval at the look's nominal level, the count rules and the bounded test at the design's alpha."""
-    d = d[: bound.pages]
+    interval at the look's nominal level, the count rules and the bounded test at the design's alpha.
+    ``repeated``: (looks, n_max, spending) for the repeated p-value."""
+    metric, margin = s.metric, s.margin
+    d = pages.d[metric][: bound.pages]
     keep = ~np.isnan(d)  # a page without a value for this metric (e.g. no table) is left out
     d = d[keep]
+    documents = pages.documents or [f"page {i}" for i in range(len(pages.d[metric]))]
     docs = [x for x, k in zip(documents[: bound.pages], keep, strict=True) if k]
     n = len(d)
     if n < 2 or len(set(docs)) < 2:
@@ -115,19 +133,19 @@ def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending,
                                 decided_at_look=None, pages=n, mean=float(d.mean()) if n else None, ci_low=None,
                                 ci_high=None, nominal_alpha=bound.nominal_alpha, interval=None, margin=margin,
                                 noise_floor=None, p_regression_nominal=None, p_regression=best_p)
-    rule = dict(rules or {})
-    base = rule.pop("baseline", None)
-    same = rule.pop("same_output", None)
-    if same is not None:
-        rule["outputs_identical"] = bool(np.all(np.asarray(same)[: bound.pages][keep]))
-    dec = C.decide(d, docs, margin, alpha=ALPHA, look_alpha=bound.nominal_alpha,
-                   noise=None if e is None else e[: bound.pages][keep], n_resamples=n_resamples, seed=seed,
-                   min_pages=min_pages, equivalence=equivalence,
-                   baseline_score=None if base is None else float(np.nanmean(base[: bound.pages][keep])), **rule)
+    base = None if pages.baseline is None else pages.baseline.get(metric)
+    e = None if pages.noise is None else pages.noise.get(metric)
+    same = pages.same_output
+    ev = C.Evidence(outputs_identical=None if same is None else bool(np.all(np.asarray(same)[: bound.pages][keep])),
+                    baseline_score=None if base is None else float(np.nanmean(base[: bound.pages][keep])),
+                    noise=None if e is None else e[: bound.pages][keep], look_alpha=bound.nominal_alpha)
+    dec = C.decide(d, docs, s, ev)  # the count rule and the bounded test at the settings' alpha
     decisive = dec.verdict in DECISIVE
-    lo, hi = within_range(dec.ci_low, dec.ci_high, rule.get("damage_ceiling", 1.0))
+    ceiling = METRICS[metric].margin_ceiling if metric in METRICS else 1.0
+    lo, hi = within_range(dec.ci_low, dec.ci_high, ceiling)
     p_nom = dec.p_regression
-    p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= min_pages else best_p
+    looks, n_max, spending = repeated
+    p_rep = min(best_p, repeated_p(p_nom, bound.look, looks, n_max, spending)) if n >= s.min_pages else best_p
     return SequentialMetric(metric=metric, verdict=dec.verdict, reason=dec.reason, decisive=decisive,
                             decided_at_look=bound.look if decisive else None, pages=n, mean=dec.mean,
                             ci_low=lo, ci_high=hi, nominal_alpha=bound.nominal_alpha,
@@ -135,45 +153,51 @@ def _evaluate(metric, d, e, margin, bound: LookBoundary, looks, n_max, spending,
                             p_regression_nominal=p_nom, p_regression=p_rep)
 
 
-def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.ndarray], margins: dict[str, float], *,
-                      noise_by_metric: dict[str, np.ndarray] | None = None, previous: SequentialDecision | None = None,
-                      n_max: int | None = None, spending: Spending = "obrien_fleming", alpha: float = ALPHA,
-                      n_resamples: int = stats.DEFAULT_RESAMPLES, seed: int = 0, equivalence: bool = False,
-                      min_pages: int = MIN_PAGES, documents: list[str] | None = None,
-                      rules: dict[str, dict] | None = None) -> SequentialDecision:
-    """The decision at ``look`` (1-based) of the plan ``looks``. ``d_by_metric``: per metric, the
-    oriented differences (higher is better; NaN where a page has no value) of the pages served so far,
-    *in ``page_order``*: at least ``looks[look-1]`` of them. ``noise_by_metric``: the baseline re-run
-    on the same pages, same order (optional). ``previous``: the decision at ``look - 1``, whose
-    decisive metrics stay frozen; without it the earlier looks are replayed (same seed, same answer).
-    ``documents``: each page's document, same order (None: each page its own). ``rules``: per metric, the
-    document-level settings of ``clustered.decide`` (worst_page_damage, worst_document_damage, damage_ceiling,
-    min_documents, baseline_floor, baseline_higher_is_better, and ``baseline``: the baseline's page scores, same
-    order, for baseline_score; ``same_output``: per page whether the outputs hash the same, same order)."""
+def _shared(settings: dict[str, VerdictSettings]) -> VerdictSettings:
+    """The settings every metric of one sequential design shares (seed, resamples, minimum, test)."""
+    first = next(iter(settings.values()))
+    for m, s in settings.items():
+        if (s.seed, s.n_resamples, s.min_pages, s.test) != (first.seed, first.n_resamples, first.min_pages,
+                                                             first.test):
+            raise InputError(f"settings for {m!r}: seed, resamples, min_pages and test must be the same for every "
+                             "metric of a sequential design")
+    return first
+
+
+def sequential_decide(look: int, looks: list[int], pages: LookPages, settings: dict[str, VerdictSettings], *,
+                      previous: SequentialDecision | None = None, n_max: int | None = None,
+                      spending: Spending = "obrien_fleming") -> SequentialDecision:
+    """The decision at ``look`` (1-based) of the plan ``looks``: ``pages`` holds at least ``looks[look-1]`` pages
+    per metric, ``settings`` each metric's verdict settings (its margin and rules). ``previous``: the decision at
+    ``look - 1``, whose decisive metrics stay frozen; without it the earlier looks are replayed (same seed, same
+    answer)."""
+    alpha = ALPHA
     plan = design(looks, n_max=n_max, alpha=alpha, spending=spending)
     n_max = looks[-1] if n_max is None else n_max
     if isinstance(look, bool) or not isinstance(look, int) or not 1 <= look <= len(looks):
         raise InputError(f"look {look!r}: must be 1..{len(looks)} (a look of the plan {looks})")
+    d_by_metric = pages.d
     if not d_by_metric:
         raise InputError("no metrics to decide: d_by_metric is empty")
-    pages = looks[look - 1]
+    n_pages = looks[look - 1]
     arrays, noise = {}, {}
-    longest = max(len(np.asarray(x)) for x in d_by_metric.values())
-    documents = [f"page {i}" for i in range(longest)] if documents is None else [str(x) for x in documents]
-    if len(documents) < pages:
-        raise InputError(f"documents: {len(documents)} given, but look {look} needs the first {pages} pages'")
+    if pages.documents is not None and len(pages.documents) < n_pages:
+        raise InputError(f"documents: {len(pages.documents)} given, but look {look} needs the first {n_pages} pages'")
     for m, d in d_by_metric.items():
-        if m not in margins:
-            raise InputError(f"metric {m!r}: no margin given (margins has {sorted(margins)})")
+        if m not in settings:
+            raise InputError(f"metric {m!r}: no margin given (settings for {sorted(settings)})")
         arrays[m] = np.asarray(d, dtype=np.float64)
-        if arrays[m].ndim != 1 or len(arrays[m]) < pages:
-            raise InputError(f"metric {m!r}: {len(arrays[m])} page differences, but look {look} needs the first {pages}")
-        if noise_by_metric is not None and m in noise_by_metric:
-            noise[m] = np.asarray(noise_by_metric[m], dtype=np.float64)
-            if len(noise[m]) < pages or np.isnan(noise[m][:pages])[~np.isnan(arrays[m][:pages])].any():
-                raise InputError(f"noise run for {m!r}: must cover the first {pages} pages the comparison has")
-    margins = {m: check_margin(m, margins[m], where=f"margin for {m}") for m in arrays}
-    test = "equivalence" if equivalence else "non_inferiority"
+        if arrays[m].ndim != 1 or len(arrays[m]) < n_pages:
+            raise InputError(f"metric {m!r}: {len(arrays[m])} page differences, but look {look} needs the first "
+                             f"{n_pages}")
+        if pages.noise is not None and m in pages.noise:
+            noise[m] = np.asarray(pages.noise[m], dtype=np.float64)
+            if len(noise[m]) < n_pages or np.isnan(noise[m][:n_pages])[~np.isnan(arrays[m][:n_pages])].any():
+                raise InputError(f"noise run for {m!r}: must cover the first {n_pages} pages the comparison has")
+    shared = _shared({m: settings[m] for m in arrays})
+    seed, n_resamples, min_pages, test = shared.seed, shared.n_resamples, shared.min_pages, shared.test
+    data = LookPages(arrays, noise or None, None if pages.documents is None else [str(x) for x in pages.documents],
+                     pages.baseline, pages.same_output)
     if previous is not None:
         # the looks already made must match; later ones may change (a budget that ended early)
         same = (previous.looks[: look - 1] == list(looks[: look - 1]) and previous.n_max == n_max
@@ -193,13 +217,12 @@ def sequential_decide(look: int, looks: list[int], d_by_metric: dict[str, np.nda
             if m in state and state[m].decisive:
                 continue  # frozen at its decisive look
             best = state[m].p_regression if m in state else 1.0
-            state[m] = _evaluate(m, arrays[m], noise.get(m), margins[m], plan[k - 1], looks, n_max, spending, seed,
-                                 n_resamples, equivalence, min_pages, best, documents, (rules or {}).get(m))
+            state[m] = _evaluate(settings[m], data, plan[k - 1], (looks, n_max, spending), best)
         if k < look and all(s.decisive for s in state.values()):
             raise InputError(f"the pass already stopped at look {k} (every verdict decisive); do not look again")
     done = all(s.decisive for s in state.values())
     last = look == len(looks)
     return SequentialDecision(test=test, spending=spending, alpha=alpha, n_max=n_max, looks=list(looks), plan=plan,
-                              seed=seed, n_resamples=n_resamples, min_pages=min_pages, look=look, pages_used=pages,
+                              seed=seed, n_resamples=n_resamples, min_pages=min_pages, look=look, pages_used=n_pages,
                               alpha_spent=plan[look - 1].alpha_spent, stop=done or last,
                               stop_reason="all_decisive" if done else "page_budget" if last else None, metrics=state)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from quantgate.errors import InputError
-from quantgate.judge.compare import compare_scores
+from quantgate.judge.compare import Names, compare_scores
 from quantgate.lmeval.run import load_lmeval
 from quantgate.schema.lmeval import LmEvalResult, LmEvalSample
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_DOCUMENTS, MIN_PAGES
+from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_DOCUMENTS, MIN_PAGES, VerdictSettings
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:
@@ -53,10 +53,11 @@ def compare_lmeval(baseline_dir: Path, candidate_dir: Path, *, margins: dict[str
             # a logged sample is a page here: one row per document, its value of this metric
             base_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in bs.get(task, {}).items()}
             cand_rows = {d: ScoreRow(page_id=d, **{key: r.metrics.get(key)}) for d, r in cs.get(task, {}).items()}
-            v = compare_scores(base_rows, cand_rows, key, margin=margin, seed=seed, n_resamples=n_resamples,
-                               min_pages=min_pages, equivalence=equivalence, min_documents=min_documents,
-                               worst_page_damage=worst_sample_damage,
-                               names=(f"{names[0]}:{task}", f"{names[1]}:{task}"), higher_is_better=b.higher_is_better)
+            settings = VerdictSettings(metric=key, margin=margin, higher_is_better=b.higher_is_better, seed=seed,
+                                       n_resamples=n_resamples, min_pages=min_pages, min_documents=min_documents,
+                                       test="equivalence" if equivalence else "non_inferiority",
+                                       worst_page_damage=worst_sample_damage)
+            v = compare_scores(base_rows, cand_rows, settings, names=Names(f"{names[0]}:{task}", f"{names[1]}:{task}"))
             rows.append(LmEvalResult(task=task, **v.model_dump(), baseline=b.value, baseline_stderr=b.stderr,
                                      candidate=c.value, candidate_stderr=c.stderr,
                                      recovery=recovery(b.value, c.value, b.higher_is_better)))

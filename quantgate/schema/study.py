@@ -17,7 +17,7 @@ from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.speed import MIN_WAVES, SpeedWaves
 from quantgate.schema.summary import Summary
-from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_PAGES, MIN_RESAMPLES, TestName
+from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_PAGES, MIN_RESAMPLES, TestName, VerdictSettings
 
 
 class _S(BaseModel):
@@ -189,8 +189,7 @@ class Study(_S):
     # all_at_once: each variant's server starts as soon as its weights are written, so the starts (compiles)
     # overlap each other and the later quantizations; then the variants' pages are served one after another
     # with the others idle (quantgate.study.run)
-    # auto: the servers start together on the one GPU they inherit when their memory plan fits (study/overlap.py)
-    servers: Literal["auto", "one_at_a_time", "all_at_once"] = "auto"
+    servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
     cluster: ClusterSpec | None = None  # quantize and servers as Ray tasks and actors (study/cluster.py)
     speed: SpeedSpec | None = None  # speed levels in repeated waves, with intervals
@@ -255,13 +254,14 @@ class Study(_S):
                                  "a document's mean damage cannot exceed its worst page's")
         return self
 
-    def verdict_settings(self, metric: str) -> dict[str, Any]:
-        """What the study declares for ``metric``'s verdict beyond its margin (``judge.compare.compare_scores``'s
-        keyword arguments)."""
-        return {"worst_page_damage": self.worst_page_damage.get(metric),
-                "worst_document_damage": self.worst_document_damage.get(metric),
-                "baseline_floor": self.baseline_floor.get(metric), "expected_shift": self.expected_shift.get(metric, 0.0),
-                "min_documents": self.min_documents}
+    def verdict_settings(self, metric: str) -> VerdictSettings:
+        """Every setting of ``metric``'s verdicts, as the study declares them, in the one record the judge takes."""
+        return VerdictSettings.model_validate({
+            "metric": metric, "margin": self.margins.get(metric), "test": self.test, "seed": self.seed,
+            "n_resamples": self.resamples, "min_pages": self.min_pages, "min_documents": self.min_documents,
+            "worst_page_damage": self.worst_page_damage.get(metric),
+            "worst_document_damage": self.worst_document_damage.get(metric),
+            "baseline_floor": self.baseline_floor.get(metric), "expected_shift": self.expected_shift.get(metric, 0.0)})
 
     # --- what the study's fields imply, computed here once -----------------------------------------------
 

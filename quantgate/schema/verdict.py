@@ -1,5 +1,5 @@
-"""A verdict: the words (verdict and reason, defined here once), the settings a paired comparison is made
-with (:class:`Comparison`, checked once when it is made), the record itself (:class:`Verdict`) and the one
+"""A verdict: the words (verdict and reason, defined here once), the settings a verdict is made
+with (:class:`VerdictSettings`, checked once when it is made), the record itself (:class:`Verdict`) and the one
 constructor every verdict is built by (:func:`new_verdict`: orientation, rounding residue and the
 sentence a reader sees). The statistics that fill it are ``quantgate.judge``; docs/statistics.md says why."""
 
@@ -12,7 +12,14 @@ from pydantic import Field, model_validator
 
 from quantgate.errors import InputError
 from quantgate.schema.base import Record
-from quantgate.schema.metrics import METRICS, MarginSource, check_setting, declared_margin, metric_spec
+from quantgate.schema.metrics import (
+    METRICS,
+    MarginSource,
+    check_margin,
+    check_setting,
+    declared_margin,
+    metric_spec,
+)
 
 VerdictName = Literal["within_noise", "regression", "inconclusive", "not_equivalent"]
 ReasonName = Literal["ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin",
@@ -32,85 +39,130 @@ DECISIVE: tuple[VerdictName, ...] = ("within_noise", "regression", "not_equivale
 DEFAULT_RESAMPLES = 10_000
 MIN_RESAMPLES = 1_000  # a 5% tail from fewer resamples rests on a few dozen values
 DEFAULT_CONFIDENCE = 0.90  # coverage of [ci_low, ci_high]; each end is a one-sided 95% bound
+ALPHA = round((1 - DEFAULT_CONFIDENCE) / 2, 12)  # one-sided, each end: the fixed design's 5%
 DEFAULT_POWER = 0.80
 MIN_PAGES = 30  # below it the skewed page model of the calibration benchmark falsely passes > 6%
-# below 30 documents the interval alone falsely passed > 6% of clustered studies (judge.clustered says where)
+# Below 30 documents the interval alone (no count rule, no bounded test) falsely passed more than 6% of
+# clustered studies whose documents all shift (benchmarks/verdict_calibration_documents.py, "diagnostics").
 MIN_DOCUMENTS = 30
 WORSE_THRESHOLD_MARGINS = 10  # default threshold of pages_worse: ten margins (0.1 ned: ten characters in a hundred)
+# A truth-free pass still needs the baseline shown to read the pages: its mean score on this many labeled pages
+# in this many documents (any labeled pages, hand-picked or drawn), else the verdict is baseline_unchecked.
+MIN_LABELED_PAGES = 20
+MIN_LABELED_DOCUMENTS = 10
+# The rectified verdict spends this share of alpha on the lower bound of the bound's excess and the rest on the
+# upper bound of the mean bound (a union bound: the two errors add up to alpha; docs/statistics.md).
+RECTIFY_SHARE = 0.5
 POWER_METHOD = ("at the planning shift (not the observed one), documents like the study's, spread at its 80% upper "
                 "bound; never below the rare-failure counts")
 
 
-class Comparison(Record):
-    """How one paired comparison is made: the metric, its direction and declared margin, the test and the
-    resampling. Made by :meth:`make`, which checks every number once, before any page is resampled."""
+def _count(name: str, value: object, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InputError(f"{name} {value!r}: must be an integer >= {least}")
+    return value
+
+
+def _fraction(name: str, value: object, lo: float, hi: float) -> float:
+    """A number in [lo, hi)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value < hi:
+        raise InputError(f"{name} {value!r}: must be a number in [{lo:g}, {hi:g})")
+    return float(value)
+
+
+def check_resamples(value: object) -> int:
+    """The one rule on the number of resamples (the study YAML and every verdict use it)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_RESAMPLES:
+        raise InputError(f"resamples {value!r}: must be an integer >= {MIN_RESAMPLES} (a 5% tail needs at least "
+                         f"~1,000 resamples; the default is {DEFAULT_RESAMPLES})")
+    return value
+
+
+class VerdictSettings(Record):
+    """Every setting a verdict is made with, in one record: the metric, its direction and margin, the test,
+    the resampling, the document-level rules and the truth-free ones. Checked once, when it is made (a study's
+    YAML, the command line, ``quantgate.compare_outputs``), and passed whole through ``quantgate.judge``.
+    ``margin`` and ``higher_is_better`` left out (or None) take the metric registry's; ``baseline_floor`` None
+    takes the registry's floor (metrics outside it have none); ``worse_threshold`` None is ten margins."""
 
     metric: str
     higher_is_better: bool
     margin: float
-    margin_source: MarginSource
+    margin_source: MarginSource = "given"
     test: TestName = "non_inferiority"
     seed: int = 0
     n_resamples: int = DEFAULT_RESAMPLES
     confidence: float = DEFAULT_CONFIDENCE
     min_pages: int = MIN_PAGES
-    power: float = DEFAULT_POWER
-    # the document-level verdict's settings (None: the metric registry's default)
     min_documents: int = MIN_DOCUMENTS
-    worst_page_damage: float | None = None
+    power: float = DEFAULT_POWER
+    worst_page_damage: float | None = None  # None: the metric's default (its range)
     worst_document_damage: float | None = None
     baseline_floor: float | None = None
     expected_shift: float = 0.0  # planning alternative: how much worse (metric units, >= 0) the candidate may be
     worse_threshold: float | None = None  # pages_worse counts pages worse by more (default ten margins)
+    min_labeled_pages: int = MIN_LABELED_PAGES
+    min_labeled_documents: int = MIN_LABELED_DOCUMENTS
+    rectify_share: float = RECTIFY_SHARE
 
     @property
     def alpha(self) -> float:
         """Each end of the interval is a one-sided test at this level."""
         return (1 - self.confidence) / 2
 
+    @property
+    def equivalence(self) -> bool:
+        return self.test == "equivalence"
+
+    @model_validator(mode="before")
     @classmethod
-    def make(cls, metric: str, *, margin: float | None = None, higher_is_better: bool | None = None,
-             test: TestName = "non_inferiority", seed: int = 0, n_resamples: int = DEFAULT_RESAMPLES,
-             confidence: float = DEFAULT_CONFIDENCE, min_pages: int = MIN_PAGES,
-             power: float = DEFAULT_POWER, min_documents: int = MIN_DOCUMENTS, worst_page_damage: float | None = None,
-             worst_document_damage: float | None = None, baseline_floor: float | None = None,
-             expected_shift: float = 0.0, worse_threshold: float | None = None) -> Comparison:
-        """``margin=None``: the registry's declared margin; ``higher_is_better`` (and a margin) for metrics
-        outside the registry, e.g. lm-eval's. ``baseline_floor=None``: the registry's floor (metrics outside it
-        have none); ``worst_page_damage=None``: the metric's default (its range)."""
-        value, source = declared_margin(metric, margin)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise InputError(f"seed {seed!r}: must be an integer >= 0")
-        if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < MIN_RESAMPLES:
-            raise InputError(f"resamples {n_resamples!r}: must be an integer >= {MIN_RESAMPLES} (a 5% tail needs at "
-                             f"least ~1,000 resamples; the default is {DEFAULT_RESAMPLES})")
+    def _checked(cls, obj: Any) -> Any:
+        """Every number checked here, once, before any page is resampled (InputError: one line for the user)."""
+        if not isinstance(obj, dict):
+            return obj
+        data = dict(obj)
+        metric = data.get("metric")
+        if not isinstance(metric, str) or not metric:
+            raise InputError(f"metric {metric!r}: give the metric's name, e.g. 'ned'")
+        if "margin_source" in data and data.get("margin") is not None:  # a record read back: already resolved
+            value, source = check_margin(metric, data["margin"], where=f"margin for {metric}"), data["margin_source"]
+        else:
+            value, source = declared_margin(metric, data.get("margin"))
+        data["margin"], data["margin_source"] = value, source
+        if data.get("higher_is_better") is None:
+            data["higher_is_better"] = metric_spec(metric).higher_is_better
+        _count("seed", data.get("seed", 0), 0)
+        check_resamples(data.get("n_resamples", DEFAULT_RESAMPLES))
+        confidence = data.get("confidence", DEFAULT_CONFIDENCE)
         if not (isinstance(confidence, float) and 0.5 <= confidence < 1):
             raise InputError(f"confidence {confidence!r}: must be in [0.5, 1)")
-        if isinstance(min_pages, bool) or not isinstance(min_pages, int) or min_pages < 2:
-            raise InputError(f"min_pages {min_pages!r}: must be an integer >= 2")
-        if isinstance(min_documents, bool) or not isinstance(min_documents, int) or min_documents < 2:
-            raise InputError(f"min_documents {min_documents!r}: must be an integer >= 2")
-        D = check_setting(metric, "worst_page_damage", worst_page_damage, value)
-        Dd = check_setting(metric, "worst_document_damage", worst_document_damage, value)
+        for name, default in (("min_pages", MIN_PAGES), ("min_documents", MIN_DOCUMENTS)):
+            _count(name, data.get(name, default), 2)
+        _count("min_labeled_pages", data.get("min_labeled_pages", MIN_LABELED_PAGES), 1)
+        _count("min_labeled_documents", data.get("min_labeled_documents", MIN_LABELED_DOCUMENTS), 1)
+        _fraction("power", data.get("power", DEFAULT_POWER), 0.5, 1.0)
+        share = data.get("rectify_share", RECTIFY_SHARE)
+        if _fraction("rectify_share", share, 0.0, 1.0) <= 0:
+            raise InputError(f"rectify_share {share!r}: must be in (0, 1), the share of alpha spent on the excess")
+        D = check_setting(metric, "worst_page_damage", data.get("worst_page_damage"), value)
+        Dd = check_setting(metric, "worst_document_damage", data.get("worst_document_damage"), value)
         if D is not None and Dd is not None and Dd > D:
             raise InputError(f"worst_document_damage for {metric}: {Dd:g} is above worst_page_damage {D:g}; a "
                              "document's mean damage cannot exceed its worst page's")
-        floor = check_setting(metric, "baseline_floor", baseline_floor, value)
+        floor = check_setting(metric, "baseline_floor", data.get("baseline_floor"), value)
         if floor is None and metric in METRICS:
             floor = METRICS[metric].baseline_floor
-        if not (isinstance(expected_shift, (int, float)) and not isinstance(expected_shift, bool)
-                and 0 <= expected_shift < value):
-            raise InputError(f"expected_shift for {metric}: {expected_shift!r} must be >= 0 (how much worse the "
-                             f"candidate may truly be) and below the margin {value:g} (no study passes a candidate "
-                             "a whole margin worse)")
-        if worse_threshold is not None and not (isinstance(worse_threshold, (int, float)) and worse_threshold > 0):
-            raise InputError(f"worse_threshold for {metric}: {worse_threshold!r} must be a number > 0")
-        hib = metric_spec(metric).higher_is_better if higher_is_better is None else higher_is_better
-        return cls(metric=metric, higher_is_better=hib, margin=value, margin_source=source, test=test, seed=seed,
-                   n_resamples=n_resamples, confidence=confidence, min_pages=min_pages, power=power,
-                   min_documents=min_documents, worst_page_damage=D, worst_document_damage=Dd, baseline_floor=floor,
-                   expected_shift=float(expected_shift),
-                   worse_threshold=WORSE_THRESHOLD_MARGINS * value if worse_threshold is None else worse_threshold)
+        shift = data.get("expected_shift", 0.0)
+        if not (isinstance(shift, (int, float)) and not isinstance(shift, bool) and 0 <= shift < value):
+            raise InputError(f"expected_shift for {metric}: {shift!r} must be >= 0 (how much worse the candidate "
+                             f"may truly be) and below the margin {value:g} (no study passes a candidate a whole "
+                             "margin worse)")
+        worse = data.get("worse_threshold")
+        if worse is not None and not (isinstance(worse, (int, float)) and not isinstance(worse, bool) and worse > 0):
+            raise InputError(f"worse_threshold for {metric}: {worse!r} must be a number > 0")
+        data.update(worst_page_damage=D, worst_document_damage=Dd, baseline_floor=floor, expected_shift=float(shift),
+                    worse_threshold=WORSE_THRESHOLD_MARGINS * value if worse is None else float(worse))
+        return data
 
 
 class Verdict(Record):
@@ -193,7 +245,7 @@ def clean(x: float) -> float:
     return 0.0 if abs(x) < 1e-13 or not math.isfinite(x) else x + 0.0
 
 
-def new_verdict(c: Comparison, *, verdict: VerdictName, reason: ReasonName, n: int, baseline_mean: float,
+def new_verdict(c: VerdictSettings, *, verdict: VerdictName, reason: ReasonName, n: int, baseline_mean: float,
                 candidate_mean: float, delta: float, lo: float, hi: float, interval: IntervalName, p_regression: float,
                 noise_floor: float | None, noise_delta: float | None = None, pages_needed: int | None = None,
                 pages_changed: int | None = None, pages_compared: int | None = None,

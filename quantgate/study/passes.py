@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quantgate.io.pageset import PageSet
-from quantgate.judge.replay import Plan, replay, stop_record
+from quantgate.judge.replay import Plan, stop_record
 from quantgate.schema.run import RequestRecord, SequentialStop
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import Study
+from quantgate.study.plan import replay
 
 if TYPE_CHECKING:
     from quantgate.scoring import Output

@@ -18,15 +18,15 @@ from pathlib import Path
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
 from quantgate.io.scores import read_scores
-from quantgate.judge.compare import compare_scores, too_few_to_judge
+from quantgate.judge.compare import Names, compare_scores, too_few_to_judge
 from quantgate.judge.family import adjust_family
-from quantgate.judge.replay import replay, study_plan, verdict_rows
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
 from quantgate.study.noise_layout import layout_note, layout_twin, mark
+from quantgate.study.plan import replay, study_plan, verdict_rows
 from quantgate.study.spec import Study
 
 SCORES = "scores"
@@ -67,11 +67,8 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
         v_noise, noise_name = ((read(score_file(twin.name, c0)), f"{twin.name}@c{c0} (noise run in its layout)")
                                if twin else (noise, f"{st.baseline}@c{noise_level} (noise run)"))
         for m in st.metrics:
-            verdict = compare_scores(base, cand, m, noise=v_noise, margin=st.margins.get(m), seed=st.seed,
-                                     n_resamples=st.resamples, min_pages=st.min_pages,
-                                     equivalence=st.test == "equivalence", exact=st.test == "exact",
-                                     names=(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}"), noise_name=noise_name,
-                                     **st.verdict_settings(m))
+            verdict = compare_scores(base, cand, st.verdict_settings(m), noise=v_noise,
+                                     names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name))
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
     return rows + _tag_verdicts(st, read, base, noise, pages_file)
 
@@ -116,14 +113,13 @@ def _tag_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None,
             b, cand = subset(base), subset(read(score_file(v.name, c0)))
             e = None if v_noise is None else subset(v_noise)
             for m in st.metrics:
-                kw = dict(margin=st.margins.get(m), seed=st.seed, n_resamples=st.resamples, min_pages=st.min_pages,
-                          equivalence=st.test == "equivalence", exact=st.test == "exact", **st.verdict_settings(m))
+                settings = st.verdict_settings(m)
                 if not any(r.value(m) is not None and cand[i].value(m) is not None for i, r in b.items() if i in cand):
                     continue  # no page of this value scored on this metric on both sides: nothing to judge
-                verdict = too_few_to_judge(b, cand, m, **kw)
+                verdict = too_few_to_judge(b, cand, settings)
                 if verdict is None:
-                    verdict = compare_scores(b, cand, m, noise=e, names=(f"{st.baseline}@c{c0} [{tag}]",
-                                             f"{v.name}@c{c0} [{tag}]"), **kw)
+                    verdict = compare_scores(b, cand, settings, noise=e, names=Names(
+                        f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"))
                 rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
                                  *layout_note(st, v, twin)))
     return rows
@@ -146,7 +142,7 @@ def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | 
                                 f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
         if decisions is not None:
             decisions[v.name] = dec
-        rows += [mark(r, *layout_note(st, v, None)) for r in verdict_rows(st, plan, dec, v.name, base, cand, noise)]
+        rows += [mark(r, *layout_note(st, v, None)) for r in verdict_rows(st, plan, dec, v.name, (base, cand, noise))]
     return rows
 
 

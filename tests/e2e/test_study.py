@@ -422,22 +422,26 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     lm-eval logs the way the study made them, not copied from the summary under test."""
     from quantgate.io.fileio import sha256_file
     from quantgate.io.scores import read_scores
-    from quantgate.judge.compare import compare_scores
+    from quantgate.judge.compare import Names, compare_scores
     from quantgate.judge.family import holm
     from quantgate.lmeval import compare_lmeval
     from quantgate.lmeval.run import load_lmeval
+    from quantgate.schema.verdict import VerdictSettings
     from quantgate.scoring import REGISTRY
 
     out, _ = demo
     new = json.loads((out / "summary.json").read_text())
     st, base, c0, nl = new["study"], new["baseline"], new["compare_level"], new["noise_level"]
     sc = lambda name, c: read_scores(out / "scores" / f"{name}-c{c}.jsonl")  # noqa: E731
-    verdicts = [{"variant": v["name"], **compare_scores(
-        sc(base, c0), sc(v["name"], c0), m, noise=sc(base, nl), margin=st["margins"].get(m), seed=st["seed"],
-        n_resamples=st["resamples"], min_pages=st["min_pages"], names=(f"{base}@c{c0}", f"{v['name']}@c{c0}"),
-        min_documents=st["min_documents"], **{k: st[k].get(m) for k in ("worst_page_damage", "worst_document_damage",
-                                                                        "baseline_floor")},
-        expected_shift=st["expected_shift"].get(m, 0.0)).model_dump()}
+    def settings(m):
+        return VerdictSettings(metric=m, margin=st["margins"].get(m), seed=st["seed"], n_resamples=st["resamples"],
+                               min_pages=st["min_pages"], min_documents=st["min_documents"],
+                               expected_shift=st["expected_shift"].get(m, 0.0),
+                               **{k: st[k].get(m) for k in ("worst_page_damage", "worst_document_damage",
+                                                            "baseline_floor")})
+
+    verdicts = [{"variant": v["name"], **compare_scores(sc(base, c0), sc(v["name"], c0), settings(m), noise=sc(base, nl),
+                                                        names=Names(f"{base}@c{c0}", f"{v['name']}@c{c0}")).model_dump()}
         for v in st["variants"] if v["name"] != base for m in st["metrics"]]
     lm = st["lm_eval"]
     lm_eval = {"verdicts": [{"variant": v["name"], **r.model_dump()} for v in st["variants"] if v["name"] != base

@@ -72,8 +72,8 @@ def _records(out, variant, c):
 
 
 def _order(out, st_seed=0):
-    from quantgate.judge.replay import judged_ids
     from quantgate.judge.sequential import page_order
+    from quantgate.study.plan import judged_ids
 
     return page_order(judged_ids(out / "pages" / "pages.jsonl", "heldout", None), st_seed)
 

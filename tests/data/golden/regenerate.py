@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from quantgate.judge.compare import compare_files
+from quantgate.schema.verdict import VerdictSettings
 
 HERE = Path(__file__).parent
 CASES = [({"seed": 7}, True), ({"seed": 7, "margin": 0.02}, True), ({"seed": 7, "margin": 0.004}, False),
@@ -15,8 +16,10 @@ KEYS = ("verdict", "reason", "interval", "n", "delta", "ci_low", "ci_high", "noi
 
 out = []
 for args, noise in CASES:
-    v = compare_files(HERE / "baseline.jsonl", HERE / "candidate.jsonl", "ned",
-                      noise=HERE / "noise.jsonl" if noise else None, **args).model_dump()
+    settings = {k: v for k, v in args.items() if k != "equivalence"} | ({"test": "equivalence"} if args.get(
+        "equivalence") else {})
+    v = compare_files(HERE / "baseline.jsonl", HERE / "candidate.jsonl", VerdictSettings(metric="ned", **settings),
+                      noise=HERE / "noise.jsonl" if noise else None).model_dump()
     out.append({"args": args, "noise": noise, "expect": {k: v[k] for k in KEYS}})
 (HERE / "expected.json").write_text(json.dumps(out, indent=1) + "\n")
 print(json.dumps(out, indent=1))

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from quantgate.errors import InputError
 from quantgate.judge import clustered as C
 from quantgate.judge import stats as st
+from quantgate.schema.verdict import VerdictSettings
 from tests.support.paths import REPO
 
 M = 0.01
@@ -69,8 +71,8 @@ def test_documents_not_pages_are_resampled():
     rng = np.random.default_rng(4)
     per_doc = [np.full(10, rng.normal(0, 0.03)) + rng.normal(0, 0.002, 10) for _ in range(20)]
     d, ids = _docs_of(per_doc)
-    as_docs = C.decide(d, ids, M, n_resamples=2000)
-    as_pages = C.decide(d, [f"p{i}" for i in range(len(d))], M, n_resamples=2000)
+    as_docs = C.decide(d, ids, _settings(n_resamples=2000))
+    as_pages = C.decide(d, [f"p{i}" for i in range(len(d))], _settings(n_resamples=2000))
     assert as_docs.documents == 20 and as_pages.documents == 200
     assert (as_docs.mean - as_docs.ci_low) > 2.5 * (as_pages.mean - as_pages.ci_low)
     assert as_docs.design_effect > 8
@@ -98,8 +100,8 @@ def test_the_order_of_pages_does_not_change_the_verdict():
     rng = np.random.default_rng(8)
     d, ids = _docs_of([rng.normal(0.002, 0.02, rng.integers(3, 9)) for _ in range(60)])
     perm = rng.permutation(len(d))
-    a = asdict(C.decide(d, ids, M, n_resamples=1000, seed=3))
-    b = asdict(C.decide(d[perm], [ids[i] for i in perm], M, n_resamples=1000, seed=3))
+    a = asdict(C.decide(d, ids, _settings(n_resamples=1000, seed=3)))
+    b = asdict(C.decide(d[perm], [ids[i] for i in perm], _settings(n_resamples=1000, seed=3)))
     assert a.keys() == b.keys()
     for k in a:  # the same verdict; numbers to rounding (sums over pages in another order)
         assert a[k] == (pytest.approx(b[k], rel=1e-9, abs=1e-15) if isinstance(a[k], float) else b[k]), k
@@ -156,9 +158,19 @@ def test_bounded_test_keeps_alpha_where_the_interval_does_not():
 
 # --- reasons -----------------------------------------------------------------------------------
 
+EVIDENCE = {"outputs_identical", "baseline_score", "noise", "damage_ceiling", "look_alpha", "order_seed"}
+
+
+def _settings(**kw) -> VerdictSettings:
+    return VerdictSettings(metric="ned", margin=M, **{"n_resamples": 1000} | kw)
+
+
 def _decide(d, ids=None, **kw):
+    """``clustered.decide`` on pages ``d`` (each its own document unless ``ids``): settings and evidence by name."""
     ids = [f"p{i:04d}" for i in range(len(d))] if ids is None else ids
-    return C.decide(np.asarray(d, float), ids, M, n_resamples=1000, **kw)
+    evidence = C.Evidence(**{k: v for k, v in kw.items() if k in EVIDENCE})
+    return C.decide(np.asarray(d, float), ids, _settings(**{k: v for k, v in kw.items() if k not in EVIDENCE}),
+                    evidence)
 
 
 def test_identical_outputs_and_identical_scores():
@@ -204,10 +216,10 @@ def test_a_lone_damaged_page_cannot_pass_on_the_interval():
 
 def test_baseline_unfit_comes_first():
     dec = _decide(np.zeros(400), outputs_identical=True, baseline_score=0.996, baseline_floor=0.5,
-                  baseline_higher_is_better=False)
+                  higher_is_better=False)
     assert (dec.verdict, dec.reason) == ("inconclusive", "baseline_unfit") and dec.pages_needed is None
     ok = _decide(np.zeros(400), outputs_identical=True, baseline_score=0.04, baseline_floor=0.5,
-                 baseline_higher_is_better=False)
+                 higher_is_better=False)
     assert ok.reason == "identical_outputs"
     assert list(C.baseline_fit([0.1, 0.3], 0.2, higher_is_better=True)) == [False, True]
 
@@ -215,7 +227,7 @@ def test_baseline_unfit_comes_first():
 def test_too_few_documents_and_too_few_pages():
     rng = np.random.default_rng(1)
     d, ids = _docs_of([rng.normal(0, 0.01, 40) for _ in range(12)])  # 480 pages in 12 documents
-    dec = C.decide(d, ids, M, n_resamples=1000)
+    dec = C.decide(d, ids, _settings(n_resamples=1000))
     assert (dec.verdict, dec.reason) == ("inconclusive", "too_few_documents") and dec.documents_needed >= 30
     assert _decide(np.zeros(20)).reason == "too_few_pages"
 
@@ -239,23 +251,24 @@ def test_interval_reasons_and_noise():
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"worst_page_damage": 0.005}, "worst_page_damage: 0.005 must be above the margin"),
-    ({"worst_page_damage": 1.5}, "at most the metric's range"),
-    ({"worst_page_damage": 0.3, "worst_document_damage": 0.5}, "worst_document_damage: 0.5"),
+    ({"worst_page_damage": 0.005}, "worst_page_damage for ned: 0.005 must be above the margin"),
+    ({"worst_page_damage": 1.5}, "at most ned's range"),
+    ({"worst_page_damage": 0.3, "worst_document_damage": 0.5}, "worst_document_damage for ned: 0.5"),
     ({"worst_page_damage": float("nan")}, "not a finite number"),
 ])
 def test_bad_damage(kw, match):
-    with pytest.raises(ValueError, match=match):
+    """Checked once, where the settings are made: no page is resampled with a damage the rule cannot use."""
+    with pytest.raises(InputError, match=match):
         _decide(np.zeros(100), **kw)
 
 
 def test_bad_input():
     with pytest.raises(ValueError, match="3 document ids for 4 page differences"):
-        C.decide(np.zeros(4), ["a", "b", "c"], M)
+        C.decide(np.zeros(4), ["a", "b", "c"], _settings())
     with pytest.raises(ValueError, match="NaN or infinite"):
-        C.decide(np.array([0.0, np.nan, 0.0]), ["a", "b", "c"], M)
+        C.decide(np.array([0.0, np.nan, 0.0]), ["a", "b", "c"], _settings())
     with pytest.raises(ValueError, match="non-empty document id"):
-        C.decide(np.zeros(3), ["a", "", "c"], M)
+        C.decide(np.zeros(3), ["a", "", "c"], _settings())
     with pytest.raises(ValueError, match=r"baseline_floor for ned: 1.5 must be a number within"):
         C.check_floor("ned", 1.5)
 
@@ -269,15 +282,19 @@ def test_pages_needed_plans_at_the_alternative_not_the_observed_shift():
     a, b = _decide(base - 0.004), _decide(base - 0.009)  # same spread, different observed shifts
     assert a.pages_needed == b.pages_needed  # planned at shift 0, not at the observed shift
     assert a.pages_needed >= a.rare_failure_pages
-    near = _decide(base - 0.009, expected_shift=-0.008)
+    near = _decide(base - 0.009, expected_shift=0.008)  # settings: how much worse, in the metric's units
     assert near.pages_needed > 5 * a.pages_needed
-    assert _decide(base - 0.009, expected_shift=-0.01).pages_needed is None  # no size passes at the margin
+    docs, _ = C.documents_of(base - 0.009, [f"p{i:04d}" for i in range(len(base))])
+    cl = C.cluster_summary(docs)
+    bounds = C.cluster_bounds(docs, M, 0.05, list(C.resample_counts(len(base), 1000, 0)), cl)
+    # no size passes at the margin (a setting can only declare a shift below it)
+    assert C.plan(cl, bounds, M, damage_document=1.0, expected_shift=-M).pages is None
 
 
 def test_documents_needed_follow_the_documents():
     rng = np.random.default_rng(7)
     d, ids = _docs_of([np.full(10, rng.normal(0, 0.02)) for _ in range(40)])
-    dec = C.decide(d, ids, M, n_resamples=1000)
+    dec = C.decide(d, ids, _settings(n_resamples=1000))
     assert dec.verdict == "inconclusive" and dec.documents_needed >= dec.rare_failure_documents
     assert dec.pages_needed == dec.documents_needed * 10
 

@@ -4,8 +4,8 @@ document boundary, and looks no earlier than the rare-failure page count (nor mi
 import json
 
 from quantgate.judge.clustered import document_order, rare_failure_count
-from quantgate.judge.replay import make_plan, rare_failure_first_look, study_plan
 from quantgate.schema.base import parse_record
+from quantgate.study.plan import make_plan, rare_failure_first_look, study_plan
 from quantgate.study.spec import Study
 
 

@@ -12,7 +12,14 @@ from scipy.stats import multivariate_normal
 from quantgate.errors import InputError
 from quantgate.judge import boundaries as bd
 from quantgate.judge import sequential as sq
+from quantgate.schema.verdict import VerdictSettings
 from tests.support.paths import REPO
+
+
+def _decide(look, looks, d_by_metric, margins, *, noise_by_metric=None, rules=None, seed=0, **kw):
+    """``sequential_decide`` with each metric's settings made from its margin, the seed and its rules."""
+    settings = {m: VerdictSettings(metric=m, margin=v, seed=seed, **(rules or {}).get(m, {})) for m, v in margins.items()}
+    return sq.sequential_decide(look, looks, sq.LookPages(d_by_metric, noise_by_metric), settings, **kw)
 
 
 def _equal(k):
@@ -88,9 +95,9 @@ def test_budget_ending_early_in_a_pass():
     rng = np.random.default_rng(8)
     d = rng.normal(-0.01, 0.03, 250)
     d += -0.01 - d.mean()
-    dec = sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01})
-    dec = sq.sequential_decide(2, LOOKS, {"ned": d}, {"ned": 0.01}, previous=dec)
-    short = sq.sequential_decide(3, [100, 200, 250], {"ned": d}, {"ned": 0.01}, previous=dec, n_max=400)
+    dec = _decide(1, LOOKS, {"ned": d}, {"ned": 0.01})
+    dec = _decide(2, LOOKS, {"ned": d}, {"ned": 0.01}, previous=dec)
+    short = _decide(3, [100, 200, 250], {"ned": d}, {"ned": 0.01}, previous=dec, n_max=400)
     assert short.stop and short.stop_reason == "page_budget" and short.alpha_spent == 0.05
     assert short.plan[:2] == dec.plan[:2] and short.pages_used == 250
 
@@ -143,18 +150,18 @@ D01 = {"ned": {"worst_page_damage": 0.1}}  # 29 pages rule out a rare failure (t
 
 
 def test_identical_scores_stop_at_the_first_look():
-    dec = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
+    dec = _decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
     m = dec.metrics["ned"]
     assert dec.stop and dec.stop_reason == "all_decisive" and dec.pages_used == 100
     assert (m.verdict, m.reason, m.decided_at_look) == ("within_noise", "identical_scores", 1)
     # at the default worst page damage, 100 pages cannot rule out a rare failure: the look is not decisive
-    m = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}).metrics["ned"]
+    m = _decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}).metrics["ned"]
     assert (m.verdict, m.reason) == ("inconclusive", "rare_failures_not_ruled_out")
 
 
 def test_large_regression_stops_at_the_first_look():
     d = np.random.default_rng(3).normal(-0.1, 0.03, 400)
-    dec = sq.sequential_decide(1, LOOKS, {"ned": d, "cer": np.zeros(400)}, {"ned": 0.01, "cer": 0.01},
+    dec = _decide(1, LOOKS, {"ned": d, "cer": np.zeros(400)}, {"ned": 0.01, "cer": 0.01},
                                rules={"cer": {"worst_page_damage": 0.1}})
     assert dec.stop and dec.look == 1 and dec.alpha_spent == pytest.approx(8.8575e-5, rel=1e-3)
     m = dec.metrics["ned"]
@@ -170,7 +177,7 @@ def test_shift_at_the_margin_runs_to_the_budget():
     d += -0.01 - d.mean()
     dec = None
     for k in range(1, 5):
-        dec = sq.sequential_decide(k, LOOKS, {"ned": d}, {"ned": 0.01}, previous=dec)
+        dec = _decide(k, LOOKS, {"ned": d}, {"ned": 0.01}, previous=dec)
         assert dec.stop == (k == 4)
     assert dec.stop_reason == "page_budget" and dec.alpha_spent == 0.05 and dec.pages_used == 400
     assert dec.metrics["ned"].verdict == "inconclusive" and dec.metrics["ned"].nominal_alpha > 0.04
@@ -185,11 +192,11 @@ def test_frozen_once_decisive_and_replay_equals_incremental():
     margins = {"ned": 0.01, "cer": 0.01}
     prev = None
     for k in range(1, 5):
-        prev = sq.sequential_decide(k, LOOKS, d, margins, previous=prev, seed=3, rules=D01)
+        prev = _decide(k, LOOKS, d, margins, previous=prev, seed=3, rules=D01)
         if prev.stop:
             break
     assert prev.metrics["ned"].verdict == "within_noise" and prev.metrics["ned"].decided_at_look == 1
-    replay = sq.sequential_decide(prev.look, LOOKS, d, margins, seed=3, rules=D01)
+    replay = _decide(prev.look, LOOKS, d, margins, seed=3, rules=D01)
     assert replay.model_dump() == prev.model_dump()
 
 
@@ -197,9 +204,9 @@ def test_noise_floor_blocks_a_pass():
     rng = np.random.default_rng(6)
     d = rng.normal(0.0, 0.005, 400)
     e = np.where(rng.random(400) < 0.3, rng.normal(0.04, 0.02, 400), 0.0)  # the baseline moves by itself
-    dec = sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, noise_by_metric={"ned": e}, rules=D01)
+    dec = _decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, noise_by_metric={"ned": e}, rules=D01)
     assert dec.metrics["ned"].reason == "noise_exceeds_margin" and not dec.stop
-    assert sq.sequential_decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, rules=D01).metrics["ned"].verdict == "within_noise"
+    assert _decide(1, LOOKS, {"ned": d}, {"ned": 0.01}, rules=D01).metrics["ned"].verdict == "within_noise"
 
 
 def test_error_at_the_margin_small_simulation():
@@ -232,18 +239,18 @@ def test_error_at_the_margin_small_simulation():
 def test_bad_input(kw, match):
     args = {"look": 1, "looks": LOOKS, "d_by_metric": {"ned": np.zeros(400)}, "margins": {"ned": 0.01}} | kw
     with pytest.raises(InputError, match=match):
-        sq.sequential_decide(args.pop("look"), args.pop("looks"), args.pop("d_by_metric"), args.pop("margins"), **args)
+        _decide(args.pop("look"), args.pop("looks"), args.pop("d_by_metric"), args.pop("margins"), **args)
 
 
 def test_previous_must_match():
     d = {"ned": np.random.default_rng(1).normal(0, 0.03, 400)}
-    first = sq.sequential_decide(1, LOOKS, d, {"ned": 0.01})
+    first = _decide(1, LOOKS, d, {"ned": 0.01})
     with pytest.raises(InputError, match="previous"):
-        sq.sequential_decide(3, LOOKS, d, {"ned": 0.01}, previous=first)
+        _decide(3, LOOKS, d, {"ned": 0.01}, previous=first)
     with pytest.raises(InputError, match="previous"):
-        sq.sequential_decide(2, LOOKS, d, {"ned": 0.01}, previous=first, spending="pocock")
-    stopped = sq.sequential_decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
+        _decide(2, LOOKS, d, {"ned": 0.01}, previous=first, spending="pocock")
+    stopped = _decide(1, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
     with pytest.raises(InputError, match="already stopped"):
-        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, previous=stopped, rules=D01)
+        _decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, previous=stopped, rules=D01)
     with pytest.raises(InputError, match="already stopped"):
-        sq.sequential_decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
+        _decide(2, LOOKS, {"ned": np.zeros(400)}, {"ned": 0.01}, rules=D01)
