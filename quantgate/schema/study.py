@@ -189,7 +189,8 @@ class Study(_S):
     # all_at_once: each variant's server starts as soon as its weights are written, so the starts (compiles)
     # overlap each other and the later quantizations; then the variants' pages are served one after another
     # with the others idle (quantgate.study.run)
-    servers: Literal["one_at_a_time", "all_at_once"] = "one_at_a_time"
+    # auto: the servers start together on the one GPU they inherit when their memory plan fits (study/overlap.py)
+    servers: Literal["auto", "one_at_a_time", "all_at_once"] = "auto"
     gpus: list[NonNegativeInt] = Field(default_factory=list)  # the GPU pool servers are placed on (study/placement.py)
     cluster: ClusterSpec | None = None  # quantize and servers as Ray tasks and actors (study/cluster.py)
     speed: SpeedSpec | None = None  # speed levels in repeated waves, with intervals

@@ -114,7 +114,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
 
     prepared = prepared or prepare(st, base, out, ray, console.detail)
     cluster, placement = prepared.cluster, prepared.placement
-    for line in describe(placement):
+    for line in [*(prepared.overlap.lines() if prepared.overlap else []), *describe(placement)]:
         console.detail(line)
     with study_lock(out), (cluster or nullcontext()):
         atomic_write_json(out / "study.json", st.model_dump())
@@ -131,7 +131,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
             # (of the first wave only; later waves start when the one before is done; not on a cluster,
             # where a server up early could hold the GPU or slot a later quantize task waits for)
             ready = (lambda v: ctx.placement.variants[v.name].wave == 0 and _prestart(ctx, v, servers)) \
-                if st.servers == "all_at_once" and cluster is None else None
+                if placement.request.servers == "all_at_once" and cluster is None else None
             if cluster is None:  # FlashInfer's JIT build beside the quantizations, not inside a server start
                 from quantgate.study.warm import warm_in_background
 
@@ -212,7 +212,7 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
     from quantgate.study.profile import profiler_args
 
     st, clock = ctx.st, ctx.clock
-    at_once = st.servers == "all_at_once"
+    at_once = ctx.placement.request.servers == "all_at_once"  # servers: auto settled by its memory plan
 
     def server_for(i: int, v: VariantSpec) -> SharedServer:
         def starting(name: str, background: bool):
@@ -227,10 +227,13 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
         placed = ctx.placement.variants[v.name]
         env = {**v.server_env, **placement_env(placed)}
         gpu = env.get("CUDA_VISIBLE_DEVICES") if placed.placed_by == "study" else None
-        layout = ServerLayout(servers=st.servers, servers_in_study=len(st.variants), gpu=gpu, env=dict(v.server_env),
+        layout = ServerLayout(servers=ctx.placement.request.servers, servers_in_study=len(st.variants), gpu=gpu,
+                              env=dict(v.server_env),
                               placement=placed.model_copy(deep=True))
         server_class = ctx.cluster.server_class if ctx.cluster else SharedServer
         vb = variant_backend(ctx.backend, v)
+        if placed.memory_fraction and getattr(vb, "gpu_memory_utilization", 0) is None:  # servers: auto's share
+            vb = vb.model_copy(update={"gpu_memory_utilization": placed.memory_fraction})
         # speed.profile: vLLM's profiler armed at start (only /start_profile, after the waves, turns it on)
         args = [*v.server_args, *profiler_args(st, ctx.out, v, list(getattr(vb, "extra_args", [])))]
         return server_class(backend_from_spec(vb, args), ctx.variant_dir(v.name),
@@ -260,7 +263,7 @@ def _serve_all(ctx: _Ctx, servers: dict[str, SharedServer]) -> None:
     st = ctx.st
     # sequential: the baseline first, to the whole page budget, so every page a candidate is judged on has its score
     order = sorted(st.variants, key=lambda v: v.name != st.baseline) if st.sequential else list(st.variants)
-    if st.servers == "all_at_once":  # wave by wave (quantgate.study.placement)
+    if ctx.placement.request.servers == "all_at_once":  # wave by wave (quantgate.study.placement)
         for wave in ctx.placement.waves:
             here = [v for v in order if v.name in wave]
             for v in here:

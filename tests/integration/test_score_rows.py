@@ -13,6 +13,7 @@ from quantgate.io.pageset import load_pageset
 from quantgate.io.scores import read_scores, write_scores
 from quantgate.judge.compare import compare_scores
 from quantgate.schema.run import RequestRecord
+from quantgate.schema.verdict import VerdictSettings
 from quantgate.scoring import get_metric, load_predictions, not_scored, score_pages
 
 
@@ -67,7 +68,7 @@ def test_an_infrastructure_error_never_scores_as_the_models(tmp_path, docs_pages
     back = read_scores(tmp_path / "c.jsonl")
     assert back[down].error == "request failed" and back[down].value("ned") is None and back[cut].truncated
     b = {r.page_id: r for r in score_pages(ps, load_predictions(base, ps, "heldout"), ned, "heldout")}
-    v = compare_scores(b, back, "ned", margin=0.05)
+    v = compare_scores(b, back, VerdictSettings(metric="ned", margin=0.05))
     assert v.n == len(pages) - 2
     # were the failures scored as empty outputs (ned 1 each), the mean shift would include them
     assert v.delta == pytest.approx((by[cut].value("ned") + 1.0) / (len(pages) - 2))

@@ -15,6 +15,7 @@ from quantgate.judge.clustered import decide
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.stats import bootstrap_means, percentile_ci
 from quantgate.schema.scores import ScoreRow
+from quantgate.schema.verdict import VerdictSettings
 from quantgate.scoring import get_metric
 from quantgate.scoring.metrics import score_one
 from quantgate.scoring.normalize import Normalization
@@ -96,14 +97,14 @@ def test_verdicts_on_constructed_data():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.05, 0.3, size=400)
     same = base + rng.normal(0, 0.005, size=400)
-    v = compare_scores(_scores(base), _scores(same), "ned", margin=0.01)
+    v = compare_scores(_scores(base), _scores(same), VerdictSettings(metric="ned", margin=0.01))
     assert v.verdict == "within_noise" and v.n == 400
     worse = base + 0.03 + rng.normal(0, 0.005, size=400)  # three margins worse (ned: lower is better)
-    v = compare_scores(_scores(base), _scores(worse), "ned", margin=0.01)
+    v = compare_scores(_scores(base), _scores(worse), VerdictSettings(metric="ned", margin=0.01))
     assert v.verdict == "regression" and v.delta == pytest.approx(0.03, abs=0.002) and v.ci_low > 0.01
     few_b = base[:6]
     few_c = few_b + 0.01 + rng.normal(0, 0.02, size=6)
-    v = compare_scores(_scores(few_b), _scores(few_c), "ned", margin=0.01)
+    v = compare_scores(_scores(few_b), _scores(few_c), VerdictSettings(metric="ned", margin=0.01))
     assert v.verdict == "inconclusive" and v.reason == "too_few_pages" and v.pages_needed >= 30
 
 
@@ -111,9 +112,9 @@ def test_direction_is_respected():
     base = np.linspace(0.5, 0.9, 200)
     better = base + 0.05  # higher bow_f1 is better: an improvement is never a regression
     # 200 pages rule out rare failures for a declared worst page damage of 0.1 (29 pages), not the range (299)
-    v = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", margin=0.01, worst_page_damage=0.1)
+    v = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), VerdictSettings(metric="bow_f1", margin=0.01, worst_page_damage=0.1))
     assert v.verdict == "within_noise" and v.delta > 0
-    v = compare_scores(_scores(base, "bow_f1"), _scores(base - 0.05, "bow_f1"), "bow_f1", margin=0.01)
+    v = compare_scores(_scores(base, "bow_f1"), _scores(base - 0.05, "bow_f1"), VerdictSettings(metric="bow_f1", margin=0.01))
     assert v.verdict == "regression" and v.ci_high < -0.01
 
 
@@ -126,15 +127,16 @@ def test_false_pass_rate_by_simulation():
     ids = [f"p{i}" for i in range(n)]
     for s in range(studies):
         d = rng.normal(-1.5 * margin, 0.03, size=n)
-        passes += decide(d, ids, margin, worst_page_damage=0.2, n_resamples=2000, seed=s).verdict == "within_noise"
+        passes += decide(d, ids, VerdictSettings(metric="ned", margin=margin, worst_page_damage=0.2, n_resamples=2000,
+                                                   seed=s)).verdict == "within_noise"
     assert passes / studies <= 0.05, passes
 
 
 def test_missing_pages_are_an_error_unless_allowed():
     a, b = _scores([0.1, 0.2, 0.3]), _scores([0.1, 0.2])
     with pytest.raises(InputError, match="p2"):
-        compare_scores(a, b, "ned")
-    v = compare_scores(a, b, "ned", allow_missing=True)
+        compare_scores(a, b, VerdictSettings(metric="ned"))
+    v = compare_scores(a, b, VerdictSettings(metric="ned"), allow_missing=True)
     assert v.n == 2 and v.missing_pages == ["p2"]
 
 

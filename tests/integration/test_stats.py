@@ -21,7 +21,7 @@ from quantgate.judge.compare import compare_files, compare_scores
 from quantgate.judge.family import adjust_family, confirmed, holm
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import Verdict
+from quantgate.schema.verdict import Verdict, VerdictSettings
 from tests.support.paths import DATA, REPO
 
 GOLDEN = DATA / "golden"
@@ -116,7 +116,7 @@ def test_p_values_agree_with_the_interval():
 
 def test_degenerate_interval():
     ids = [f"p{i}" for i in range(40)]
-    same = C.decide(np.full(40, -0.02), ids, 0.01)
+    same = C.decide(np.full(40, -0.02), ids, VerdictSettings(metric="ned", margin=0.01))
     assert (same.verdict, same.reason, same.interval) == ("regression", "ci_beyond_margin", "degenerate")
     assert same.ci_low == same.ci_high == -0.02
 
@@ -128,42 +128,41 @@ def test_every_reason():
     rng = np.random.default_rng(0)
     base = rng.uniform(0.05, 0.3, 100)
     ok = base + rng.normal(0, 0.003, 100)
-    v = compare_scores(_scores(base), _scores(ok), "ned", worst_page_damage=0.1)
+    v = compare_scores(_scores(base), _scores(ok), VerdictSettings(metric="ned", worst_page_damage=0.1))
     assert (v.verdict, v.reason, v.margin, v.margin_source) == ("within_noise", "ci_inside_margin", 0.01, "registry")
     assert (v.documents, v.design_effect, v.rare_failure_pages, v.worst_page_damage_source) == (100, pytest.approx(1),
                                                                                                   29, "declared")
     assert "assuming no page is damaged by more than 0.1 (declared)" in v.message
     # the same pages at the default D (ned's range, 1): 299 pages would be needed to see a rare failure
-    v = compare_scores(_scores(base), _scores(ok), "ned")
+    v = compare_scores(_scores(base), _scores(ok), VerdictSettings(metric="ned"))
     assert (v.verdict, v.reason, v.rare_failure_pages, v.worst_page_damage_source) == (
         "inconclusive", "rare_failures_not_ruled_out", 299, "metric default")
     assert v.pages_needed >= 299 and "declare a smaller worst_page_damage" in v.message
-    v = compare_scores(_scores(base), _scores(base + 0.03 + rng.normal(0, 0.003, 100)), "ned")
+    v = compare_scores(_scores(base), _scores(base + 0.03 + rng.normal(0, 0.003, 100)), VerdictSettings(metric="ned"))
     assert (v.verdict, v.reason) == ("regression", "ci_beyond_margin") and v.ci_low > 0.01  # no count rule
-    v = compare_scores(_scores(base), _scores(base + 0.01 + rng.normal(0, 0.03, 100)), "ned", worst_page_damage=0.2)
+    v = compare_scores(_scores(base), _scores(base + 0.01 + rng.normal(0, 0.03, 100)), VerdictSettings(metric="ned", worst_page_damage=0.2))
     assert (v.verdict, v.reason) == ("inconclusive", "ci_straddles_margin") and v.pages_needed > 100
-    v = compare_scores(_scores(base[:29]), _scores(base[:29] + 0.2), "ned")
+    v = compare_scores(_scores(base[:29]), _scores(base[:29] + 0.2), VerdictSettings(metric="ned"))
     assert (v.verdict, v.reason) == ("inconclusive", "too_few_pages") and v.pages_needed >= 30
-    v = compare_scores(_scores(base), _scores(base), "ned", margin=0.05)  # no output hashes: identical scores
+    v = compare_scores(_scores(base), _scores(base), VerdictSettings(metric="ned", margin=0.05))  # no output hashes: identical scores
     assert (v.verdict, v.reason, v.ci_low, v.ci_high) == ("within_noise", "identical_scores", 0.0, 0.0)
     texts = [f"text {i}" for i in range(100)]
-    v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts), "ned", margin=0.05)
+    v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts), VerdictSettings(metric="ned", margin=0.05))
     assert (v.reason, v.flips, v.flips_source) == ("identical_outputs", 0, "output_sha256")
-    v = compare_scores(_scores(base), _scores(base), "ned", margin=0.001)  # 2,995 pages needed for a pass
+    v = compare_scores(_scores(base), _scores(base), VerdictSettings(metric="ned", margin=0.001))  # 2,995 pages needed for a pass
     assert (v.verdict, v.reason) == ("inconclusive", "rare_failures_not_ruled_out")
     noisy = base + rng.normal(0.0, 0.08, 100)
-    v = compare_scores(_scores(base), _scores(ok), "ned", noise=_scores(noisy), worst_page_damage=0.1)
+    v = compare_scores(_scores(base), _scores(ok), VerdictSettings(metric="ned", worst_page_damage=0.1), noise=_scores(noisy))
     assert (v.verdict, v.reason) == ("inconclusive", "noise_exceeds_margin")
     assert v.noise_floor > 0.01 and v.margin == 0.01
     for words in ("larger margin", "more pages", "batch-invariantly"):
         assert words in v.message
-    v = compare_scores(_scores(base), _scores(ok), "ned", baseline_floor=0.1)  # the baseline reads ~0.18 ned
+    v = compare_scores(_scores(base), _scores(ok), VerdictSettings(metric="ned", baseline_floor=0.1))  # the baseline reads ~0.18 ned
     assert (v.verdict, v.reason, v.baseline_floor) == ("inconclusive", "baseline_unfit", 0.1)
     assert f"scores {base.mean():.4f} ned, above the floor 0.1" in v.message and v.pages_needed is None
-    v = compare_scores(_scores(base), _scores(ok), "ned", min_documents=200, worst_page_damage=0.1)
+    v = compare_scores(_scores(base), _scores(ok), VerdictSettings(metric="ned", min_documents=200, worst_page_damage=0.1))
     assert (v.verdict, v.reason) == ("inconclusive", "too_few_documents")
-    v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts[:-1] + ["changed"]), "ned",
-                       exact=True)
+    v = compare_scores(_scores(base, outputs=texts), _scores(base, outputs=texts[:-1] + ["changed"]), VerdictSettings(metric="ned", test="exact"))
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 100)
 
 
@@ -178,15 +177,15 @@ def test_compare_clusters_by_the_rows_document():
     docs = [f"doc{i // 10}" for i in range(100)]
     b = {r.page_id: r.model_copy(update={"document": d}) for r, d in zip(_scores(base).values(), docs, strict=True)}
     c = {r.page_id: r.model_copy(update={"document": d}) for r, d in zip(_scores(cand).values(), docs, strict=True)}
-    clustered = compare_scores(b, c, "ned", worst_page_damage=0.2, min_documents=5)
-    flat = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.2, min_documents=5)
+    clustered = compare_scores(b, c, VerdictSettings(metric="ned", worst_page_damage=0.2, min_documents=5))
+    flat = compare_scores(_scores(base), _scores(cand), VerdictSettings(metric="ned", worst_page_damage=0.2, min_documents=5))
     assert (clustered.documents, clustered.largest_document, flat.documents) == (10, 10, 100)
     assert clustered.design_effect > 5 and flat.design_effect == pytest.approx(1, abs=0.05)
     assert clustered.effective_n < 20 < flat.effective_n
     assert clustered.ci_high - clustered.ci_low > 2 * (flat.ci_high - flat.ci_low)
     assert clustered.delta == pytest.approx(flat.delta)  # page-weighted: the same estimate
     assert clustered.flips == 100 and clustered.flips_source == "scores"  # no hashes: pages whose score changed
-    worse = compare_scores(b, c, "ned", worst_page_damage=0.2, min_documents=5, worse_threshold=0.04)
+    worse = compare_scores(b, c, VerdictSettings(metric="ned", worst_page_damage=0.2, min_documents=5, worse_threshold=0.04))
     assert worse.pages_worse == int(hit.sum()) and set(worse.pages_worse_ids) == {
         f"p{i:03d}" for i in np.flatnonzero(hit)}
 
@@ -196,10 +195,10 @@ def test_noise_floor_is_shown_never_added_to_the_margin():
     base = rng.uniform(0, 0.3, 300)
     noise = base + np.where(rng.random(300) < 0.3, rng.normal(0.004, 0.01, 300), 0.0)
     cand = base + 0.008 + rng.normal(0, 0.004, 300)  # 0.8 margins worse: passes at 0.01, fails at 0.005
-    v = compare_scores(_scores(base), _scores(cand), "ned", noise=_scores(noise), worst_page_damage=0.05)
+    v = compare_scores(_scores(base), _scores(cand), VerdictSettings(metric="ned", worst_page_damage=0.05), noise=_scores(noise))
     assert v.verdict == "within_noise" and v.margin == 0.01 and 0 < v.noise_floor < 0.01
     assert v.noise_delta == pytest.approx((noise - base).mean(), abs=1e-12)
-    v = compare_scores(_scores(base), _scores(cand), "ned", noise=_scores(noise), margin=0.005)
+    v = compare_scores(_scores(base), _scores(cand), VerdictSettings(metric="ned", margin=0.005), noise=_scores(noise))
     assert v.margin == 0.005 and v.requested_margin == 0.005 and v.margin_source == "given"
     assert (v.verdict, v.reason) == ("regression", "ci_beyond_margin")  # the floor (< 0.005) widened nothing
     assert st.noise_floor(np.full(40, -0.01)) == pytest.approx(0.01)
@@ -208,14 +207,12 @@ def test_noise_floor_is_shown_never_added_to_the_margin():
 def test_equivalence_fails_a_suspiciously_better_candidate():
     base = np.linspace(0.5, 0.9, 200)
     better = base + 0.05 + np.random.default_rng(4).normal(0, 0.01, 200)
-    ni = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", worst_page_damage=0.1)
-    eq = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), "bow_f1", equivalence=True,
-                        worst_page_damage=0.1)
+    ni = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), VerdictSettings(metric="bow_f1", worst_page_damage=0.1))
+    eq = compare_scores(_scores(base, "bow_f1"), _scores(better, "bow_f1"), VerdictSettings(metric="bow_f1", test="equivalence", worst_page_damage=0.1))
     assert (ni.verdict, ni.test) == ("within_noise", "non_inferiority")
     assert (eq.verdict, eq.reason, eq.test) == ("not_equivalent", "ci_beyond_margin", "equivalence")
     close = base + np.random.default_rng(5).normal(0, 0.01, 200)
-    eq = compare_scores(_scores(base, "bow_f1"), _scores(close, "bow_f1"), "bow_f1", equivalence=True,
-                        worst_page_damage=0.1)
+    eq = compare_scores(_scores(base, "bow_f1"), _scores(close, "bow_f1"), VerdictSettings(metric="bow_f1", test="equivalence", worst_page_damage=0.1))
     assert eq.verdict == "within_noise" and -0.01 < eq.ci_low and eq.ci_high < 0.01
 
 
@@ -233,19 +230,19 @@ def test_exact_mode_and_output_hashes(tmp_path, synth_pageset):
     changed = dict(preds, **{pages[0].id: preds[pages[0].id] + " "})  # same ned after whitespace folding
     write_scores(tmp_path / "b.jsonl", score_pages(ps, changed, [get_metric("ned")], "all"))
     a, b = read_scores(tmp_path / "a.jsonl"), read_scores(tmp_path / "b.jsonl")
-    same = compare_scores(a, a, "ned", exact=True, min_pages=2)
+    same = compare_scores(a, a, VerdictSettings(metric="ned", test="exact", min_pages=2))
     assert (same.verdict, same.reason, same.pages_changed) == ("within_noise", "identical_outputs", 0)
-    v = compare_scores(a, b, "ned", exact=True, min_pages=2)
+    v = compare_scores(a, b, VerdictSettings(metric="ned", test="exact", min_pages=2))
     assert (v.verdict, v.reason, v.pages_changed, v.pages_compared) == ("not_equivalent", "outputs_differ", 1, 10)
     # one output changed but scored the same: identical scores, not identical outputs (10 pages
     # rule out rare failures only up to a damage of 0.03)
     tiny = dict(min_pages=2, min_documents=2, worst_page_damage=0.03)
-    assert compare_scores(a, b, "ned", **tiny).reason == "identical_scores"
-    assert compare_scores(a, a, "ned", **tiny).reason == "identical_outputs"
+    assert compare_scores(a, b, VerdictSettings(metric="ned", **tiny)).reason == "identical_scores"
+    assert compare_scores(a, a, VerdictSettings(metric="ned", **tiny)).reason == "identical_outputs"
     old = {k: ScoreRow(**{kk: vv for kk, vv in r.line().items() if kk != "output_sha256"}) for k, r in a.items()}
-    assert compare_scores(old, a, "ned", min_pages=2).pages_changed is None  # old score files still compare
+    assert compare_scores(old, a, VerdictSettings(metric="ned", min_pages=2)).pages_changed is None  # old score files still compare
     with pytest.raises(InputError, match="no output_sha256.*re-score"):
-        compare_scores(old, a, "ned", exact=True, min_pages=2)
+        compare_scores(old, a, VerdictSettings(metric="ned", test="exact", min_pages=2))
     (tmp_path / "bad.jsonl").write_text('{"page_id": "x", "ned": 0.1, "output_sha256": "nothex"}\n')
     with pytest.raises(InputError, match=r"bad\.jsonl:1: output_sha256"):
         read_scores(tmp_path / "bad.jsonl")
@@ -258,7 +255,7 @@ def test_holm_and_family_regressions():
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     rng = np.random.default_rng(6)
     base = rng.uniform(0.05, 0.3, 60)
-    fam = [compare_scores(_scores(base), _scores(base + s + rng.normal(0, 0.03, 60)), "ned") for s in
+    fam = [compare_scores(_scores(base), _scores(base + s + rng.normal(0, 0.03, 60)), VerdictSettings(metric="ned")) for s in
            (0.04, 0.02, 0.0)]
     assert [v.verdict for v in fam][:1] == ["regression"]
     adj = adjust_family(fam)
@@ -286,13 +283,18 @@ def test_registry_margins_are_declared_and_listed_in_help():
 
 # --- golden values ---------------------------------------------------------------------------
 
+def _golden_settings(args: dict) -> dict:
+    """expected.json's arguments as settings (its ``equivalence: true`` is the test's name)."""
+    args = dict(args)
+    return args | ({"test": "equivalence"} if args.pop("equivalence", False) else {})
+
+
 def test_golden_values():
     """Pinned as sacrebleu pins its p-values: any change in resampling, chunking or the interval
     changes these numbers. Regenerate only on purpose (tests/data/golden/README.md)."""
     expected = json.loads((GOLDEN / "expected.json").read_text())
     for case in expected:
-        v = compare_files(GOLDEN / "baseline.jsonl", GOLDEN / "candidate.jsonl", "ned",
-                          noise=GOLDEN / "noise.jsonl" if case["noise"] else None, **case["args"])
+        v = compare_files(GOLDEN / "baseline.jsonl", GOLDEN / "candidate.jsonl", VerdictSettings(metric="ned", **_golden_settings(case["args"])), noise=GOLDEN / "noise.jsonl" if case["noise"] else None)
         got = v.model_dump()
         for k, want in case["expect"].items():
             if isinstance(want, float):
@@ -324,28 +326,27 @@ def test_calibration_small():
 def test_bad_margins(margin, msg):
     a = _scores(np.linspace(0, 0.2, 40))
     with pytest.raises(InputError, match=msg):
-        compare_scores(a, a, "ned", margin=margin)
+        compare_scores(a, a, VerdictSettings(metric="ned", margin=margin))
 
 
 def test_bad_inputs_name_what_to_fix():
     a = _scores(np.linspace(0, 0.2, 40))
     with pytest.raises(InputError, match="no default margin"):
-        compare_scores(a, a, "acc,none", higher_is_better=True)  # lm-eval metric: a margin must be given
+        compare_scores(a, a, VerdictSettings(metric="acc,none", higher_is_better=True))  # lm-eval metric: a margin must be given
     with pytest.raises(InputError, match=r"candidate: no page has a value for 'cer' \(this file has: ned\)"):
-        compare_scores(_scores(np.ones(40), "cer"), a, "cer")
+        compare_scores(_scores(np.ones(40), "cer"), a, VerdictSettings(metric="cer"))
     fewer = {k: v for k, v in a.items() if k not in ("p003", "p039")}
     with pytest.raises(InputError, match=r"2 only in the first \['p003', 'p039'\]"):
-        compare_scores(a, fewer, "ned")
+        compare_scores(a, fewer, VerdictSettings(metric="ned"))
     with pytest.raises(InputError, match=r"between noise run and baseline: 1 only in the second \['p039'\]; .* pages being judged"):
-        compare_scores(a, a, "ned", noise={k: v for k, v in a.items() if k != "p039"})
+        compare_scores(a, a, VerdictSettings(metric="ned"), noise={k: v for k, v in a.items() if k != "p039"})
     gap = dict(a, p005=ScoreRow(page_id="p005", ned=None))
     with pytest.raises(InputError, match=r"noise run: no ned for 1 page\(s\).*\['p005'\]"):
-        compare_scores(a, a, "ned", noise=gap)
-    for kw, msg in (({"seed": -1}, "seed"), ({"n_resamples": 0}, "resamples"), ({"n_resamples": 999}, "resamples"),
-                    ({"equivalence": True, "exact": True}, "pick one")):
+        compare_scores(a, a, VerdictSettings(metric="ned"), noise=gap)
+    for kw, msg in (({"seed": -1}, "seed"), ({"n_resamples": 0}, "resamples"), ({"n_resamples": 999}, "resamples")):
         with pytest.raises(InputError, match=msg):
-            compare_scores(a, a, "ned", **kw)
-    v = compare_scores(a, fewer, "ned", allow_missing=True)
+            compare_scores(a, a, VerdictSettings(metric="ned", **kw))
+    v = compare_scores(a, fewer, VerdictSettings(metric="ned"), allow_missing=True)
     assert v.n == 38 and v.missing_pages == ["p003", "p039"]
 
 
@@ -400,14 +401,14 @@ def test_cli_compare_json_and_text():
 def test_document_settings_outside_the_metric_range_are_one_error_naming_the_field(kw, msg):
     a = _scores(np.linspace(0, 0.2, 40))
     with pytest.raises(InputError, match=msg):
-        compare_scores(a, a, "ned", **kw)
+        compare_scores(a, a, VerdictSettings(metric="ned", **kw))
 
 
 def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
     base = np.full(60, 0.1)
     cand = base.copy()
     cand[7] = 0.5  # one page 0.4 worse: more than the declared 0.1
-    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    v = compare_scores(_scores(base), _scores(cand), VerdictSettings(metric="ned", worst_page_damage=0.1))
     assert (v.worst_page_damage, v.worst_page_damage_source, v.rare_failure_pages) == (1.0, "exceeded", 299)
     assert v.verdict != "within_noise" and v.pages_worse == 1 and v.pages_worse_ids == ["p007"]
 
@@ -415,7 +416,7 @@ def test_a_declared_damage_the_pages_exceed_falls_back_to_the_range():
 def test_a_schema_2_verdict_still_reads():
     """summary.json files written before documents were the unit hold schema-2 verdict rows: they read, the new fields empty."""
     a = _scores(np.linspace(0, 0.2, 40))
-    row = compare_scores(a, a, "ned", margin=0.05).model_dump()
+    row = compare_scores(a, a, VerdictSettings(metric="ned", margin=0.05)).model_dump()
     old = {k: v for k, v in row.items() if k not in Verdict.model_fields or k in list(Verdict.model_fields)[
         : list(Verdict.model_fields).index("documents")]} | {"schema_version": 2, "interval": "studentized_hall"}
     v = Verdict.model_validate(old)
@@ -430,5 +431,5 @@ def test_an_end_the_bootstrap_cannot_bound_is_the_metrics_range_not_zero():
     base = np.full(40, 0.1)
     cand = base.copy()
     cand[3] = 0.05
-    v = compare_scores(_scores(base), _scores(cand), "ned", worst_page_damage=0.1)
+    v = compare_scores(_scores(base), _scores(cand), VerdictSettings(metric="ned", worst_page_damage=0.1))
     assert v.ci_low == -1.0 and v.ci_low <= v.delta <= v.ci_high
