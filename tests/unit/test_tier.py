@@ -27,4 +27,12 @@ def test_a_unit_test_cannot_start_a_process(start):
 def test_a_library_looking_for_a_shared_object_is_not_a_process_the_test_started():
     import ctypes.util
 
-    assert ctypes.util.find_library("c")  # runs `ldconfig -p`, the one probe the guard lets through
+    assert ctypes.util.find_library("c")  # runs `ldconfig -p`, a probe the guard lets through
+
+
+def test_the_probes_let_through_are_read_only_queries():
+    from tests.unit.conftest import probe
+
+    assert probe(["/sbin/ldconfig", "-p"]) and probe(["git", "rev-parse", "HEAD"])
+    assert not probe(["git", "commit", "-m", "x"]) and not probe(["ldconfig"]) and not probe("git rev-parse HEAD")
+    assert not probe([sys.executable, "-m", "quantgate", "serve"])
