@@ -177,6 +177,8 @@ def _print_stops_and_time(rep: Summary) -> None:
 def _finish(outcome: StudyOutcome, out: Path) -> int:
     if outcome.summary is not None:
         _print_verdicts(outcome.summary)
+        if outcome.summary.truth is not None:  # pages without truth are judged by their outputs alone
+            print(outcome.summary.truth.line())
         _print_stops_and_time(outcome.summary)
     print(f"report: {out / 'report.html'} (also report.md, summary.json, junit.xml; log: {out / 'study.log'})")
     return 0

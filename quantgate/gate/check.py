@@ -322,6 +322,7 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import read_scores
     from quantgate.reports import build_summary
+    from quantgate.study.truthfree import truth_claims
     from quantgate.study.verdicts import score_file, speed_intervals
     from quantgate.study.worst import worst_pages
 
@@ -333,16 +334,20 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
     worst = worst_pages(st, ps, out, scores, c0)
     dirs = {v.name: safe_join(out, v.path, what=f"{where}: variants.{v.name}.path") for v in rep.variants}
     seq = {v.name: v.sequential for v in rep.variants if v.sequential is not None}  # checked by _same_sequential
+    # a report that shows the pages with and without truth and what their outputs bound (summary schema 4): from
+    # the bound page set and bounds files too
+    truthful = inside and (rep.truth is not None or bool(rep.truth_free))
     made = build_summary(st, out, rep.provenance.pageset_sha256, dirs, rep.verdicts, worst,
                          lm_eval=rep.lm_eval, inputs=rep.inputs, sequential=seq or None,
-                         speed_intervals=speed_intervals(st, out)).model_dump()
+                         speed_intervals=speed_intervals(st, out),
+                         **(truth_claims(st, ps, out)._asdict() if truthful else {})).model_dump()
     have = rep.model_dump()
     if not inside:  # the truths and images of pages outside the folder are not bound: compared without them
         for side in (made, have):
             for rows in side["worst_pages"].values():
                 for row in rows:
                     row["truth"] = row["image"] = None
-    for part in ("variants", "worst_pages", "complete"):
+    for part in ("variants", "worst_pages", "complete") + (("truth", "truth_free", "largest_bounds") if truthful else ()):
         diff = _first_difference({part: have[part]}, {part: made[part]})
         if diff:
             raise _Invalid(f"{where}: {diff[0]} is {diff[1]!r} in summary.json but {diff[2]!r} from the study's "

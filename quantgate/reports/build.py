@@ -19,8 +19,11 @@ from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.study import Study
 from quantgate.schema.summary import (
     SUMMARY,
+    BoundPage,
     LmEvalSection,
     Summary,
+    TruthCounts,
+    TruthFreeEvidence,
     VariantVerdict,
     VerdictInputs,
     WorstPage,
@@ -39,12 +42,16 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
                   lm_eval: LmEvalSection | None = None, inputs: VerdictInputs,
                   sequential: dict[str, SequentialDecision] | None = None,
                   time_budget: TimeBudget | None = None,
-                  speed_intervals: dict[str, dict[str, SpeedupInterval]] | None = None) -> Summary:
+                  speed_intervals: dict[str, dict[str, SpeedupInterval]] | None = None,
+                  truth: TruthCounts | None = None,
+                  truth_free: tuple[list[TruthFreeEvidence], dict[str, list[BoundPage]]] | None = None) -> Summary:
     """The report of a finished study: each variant's quantgate.json and run.json are read through
     their models, so a malformed or foreign manifest stops here with the file and field named.
     Variant paths are recorded relative to the study folder ``out`` (and must lie inside it), so a
     moved or copied study stays valid; ``inputs`` is what the gate needs to make the verdicts again.
-    ``sequential``: variant -> its decision (a sequential study)."""
+    ``sequential``: variant -> its decision (a sequential study). ``truth``: the judged pages with and without
+    truth (``study.truthfree.truth_counts``); ``truth_free``: what the outputs alone bound, and the largest bounds
+    (``study.truthfree.truth_free_evidence``)."""
     variants = []
     runs: dict[str, RunManifest] = {}
     for name, vdir in variant_dirs.items():
@@ -84,7 +91,8 @@ def build_summary(study: Study, out: Path, pages_sha256: str, variant_dirs: dict
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
         "provenance": {"packages": package_versions(_PKGS), "git_commit": git_commit(), "pageset_sha256": pages_sha256,
                        "statistics": statistics_text(study, [*verdicts, *lm_verdicts])},
-        "inputs": inputs, "time_budget": time_budget,
+        "inputs": inputs, "time_budget": time_budget, "truth": truth,
+        "truth_free": truth_free[0] if truth_free else [], "largest_bounds": truth_free[1] if truth_free else {},
     }, where=f"{out}: the report being built")
 
 

@@ -23,7 +23,9 @@ from quantgate.schema.verdict import TestName, Verdict
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin, paths relative to the study folder, ``inputs``
 # 3: each variant's ``kernels`` counts every choice vLLM logged per scheme (as run.json 2); 2 is read, upgraded
-SUMMARY_SCHEMA_VERSION: Literal[3] = 3
+# 4: ``truth`` (the judged pages with and without truth), ``truth_free`` and ``largest_bounds`` (what the outputs
+# alone bound); 3 is read as a study that did not count them
+SUMMARY_SCHEMA_VERSION: Literal[4] = 4
 
 
 class StudyEcho(BaseModel):
@@ -135,6 +137,60 @@ class WorstPage(Record):
     image: str | None = None
 
 
+class TruthCounts(Record):
+    """The judged pages (the study's split, served to every variant) by whether they have truth (a truth file):
+    a page without it is judged by what the two outputs show (the truth-free bound), one with it by its score too.
+    ``label_sample``: pages in the random labeling draw ``pages label-sample`` recorded (None: none recorded);
+    ``labeled_at_random``: every drawn page has truth and the draw checks out, so they stand as a random sample;
+    ``sample_note``: why not (``quantgate.heldout.label.sample_status``)."""
+
+    pages: int = Field(ge=0)
+    documents: int = Field(ge=0)
+    with_truth: int = Field(ge=0)
+    documents_with_truth: int = Field(ge=0)
+    without_truth: int = Field(ge=0)
+    documents_without_truth: int = Field(ge=0)
+    label_sample: int | None = None
+    labeled_at_random: bool = False
+    sample_note: str | None = None
+
+    def line(self) -> str:
+        """One sentence for the console and the report."""
+        sample = "no labeling draw recorded" if self.label_sample is None else (
+            f"{self.label_sample} pages in the random labeling draw, "
+            + ("all labeled" if self.labeled_at_random else f"not usable as the random sample: {self.sample_note}"))
+        return (f"{self.pages} pages judged in {self.documents} documents: {self.with_truth} with truth "
+                f"({self.documents_with_truth} documents), {self.without_truth} without "
+                f"({self.documents_without_truth} documents); {sample}")
+
+
+class TruthFreeEvidence(Record):
+    """One candidate (or the baseline's noise run) against the baseline on one metric, from its bounds file
+    (``study.truthfree``): what the outputs alone show, truth or no truth. ``changed``: pages whose two outputs
+    differ at all (flips); ``mean_bound``: the mean truth-free damage bound over the ``pages`` both answered, in
+    the metric's units, to read against ``margin`` (None: the metric has no truth-free bound)."""
+
+    variant: str
+    metric: str
+    pages: int = Field(ge=0)
+    changed: int = Field(ge=0)
+    mean_bound: float | None
+    margin: float
+
+
+class BoundPage(Record):
+    """A page with one of a candidate's largest truth-free bounds, shown as baseline vs candidate beside its image:
+    the worst pages need no truth to be seen. ``image``: as ``WorstPage.image``."""
+
+    page_id: str
+    metric: str
+    bound: float
+    has_truth: bool
+    baseline_output: str | None
+    variant_output: str | None
+    image: str | None = None
+
+
 class Provenance(Record):
     packages: dict[str, str | None]
     git_commit: str | None
@@ -146,7 +202,7 @@ class Summary(Record):
     """``summary.json``: the study, every verdict with its numbers, speed per variant and level,
     sizes and weight hashes, worst pages, lm-eval results, provenance."""
 
-    schema_version: Literal[3] = SUMMARY_SCHEMA_VERSION
+    schema_version: Literal[4] = SUMMARY_SCHEMA_VERSION
     READS_SCHEMA_FROM: ClassVar[int] = 2
     kind: Literal["quantgate.report"] = "quantgate.report"
     created: str  # UTC, ISO 8601
@@ -162,6 +218,10 @@ class Summary(Record):
     provenance: Provenance
     inputs: VerdictInputs
     time_budget: TimeBudget | None = None  # where the study's wall time went (the run that wrote this report)
+    truth: TruthCounts | None = None  # 4: the judged pages with and without truth; None: a schema-3 report
+    # 4: per candidate × metric, then the noise run's rows (variant = the baseline): what the outputs alone bound
+    truth_free: list[TruthFreeEvidence] = Field(default_factory=list)
+    largest_bounds: dict[str, list[BoundPage]] = Field(default_factory=dict)  # 4: variant -> its largest bounds
 
     @field_validator("study")
     @classmethod
@@ -178,7 +238,9 @@ class Summary(Record):
     def _from_schema_2(cls, obj: Any) -> Any:
         if isinstance(obj, dict) and obj.get("schema_version") == 2 and isinstance(obj.get("variants"), list):
             variants = [upgrade_kernels(v) if isinstance(v, dict) else v for v in obj["variants"]]
-            return {**obj, "variants": variants, "schema_version": SUMMARY_SCHEMA_VERSION}
+            obj = {**obj, "variants": variants, "schema_version": 3}
+        if isinstance(obj, dict) and obj.get("schema_version") == 3:
+            obj = {**obj, "schema_version": SUMMARY_SCHEMA_VERSION}  # no counts: ``truth`` stays None
         return obj
 
 

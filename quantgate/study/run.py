@@ -413,13 +413,18 @@ def _score_all(ctx: _Ctx) -> Scores:
     from quantgate.scoring import load_predictions, parse_metric_list, score_pages
 
     st, out, ps = ctx.st, ctx.out, ctx.ps
+    from quantgate.study.truthfree import judged_pages, run_texts, write_bound_files
+
     metrics = parse_metric_list(st.metrics)
     scores: Scores = {}
+    texts = {}  # (variant, level) -> page id -> output, for the truth-free bounds
+    fill = None if ctx.plan or st.limit else [p.id for p in judged_pages(st, ps)]
     with ctx.clock.stage("score", "score", unit="run") as stage:
         for v in st.variants:
             rdir = ctx.run_dir(v.name)
             for c in sorted({lv.concurrency for lv in read_record_file(RunManifest, rdir / "run.json").levels}):
                 preds = load_predictions(rdir, ps, st.split, c)
+                texts[(v.name, c)] = run_texts(preds, fill)
                 # a sequential pass scores the pages it served; the fixed design scores a missing page as empty
                 rows = score_pages(ps, preds, metrics, st.split, only=set(preds) if ctx.plan else None)
                 if st.limit:
@@ -427,6 +432,8 @@ def _score_all(ctx: _Ctx) -> Scores:
                 write_scores(out / score_file(v.name, c), rows)
                 scores[(v.name, c)] = {r.page_id: r for r in rows}
                 stage.advance()
+        # pages with truth or without: what the outputs alone bound, beside the score files
+        write_bound_files(st, out, texts, [m.name for m in metrics], {p.id: p.document for p in ps.pages})
     return scores
 
 
@@ -434,6 +441,7 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
     """The verdicts at the first concurrency level (the baseline's other level is its noise run), made from the
     score files just written the way the gate makes them again, and the report."""
     from quantgate.reports import build_summary, write_reports
+    from quantgate.study.truthfree import truth_claims
 
     st, out = ctx.st, ctx.out
     with ctx.clock.stage("report", "compare and report", unit=None):
@@ -448,8 +456,10 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
         summary = build_summary(st, out, ctx.ps.sha256, {v.name: ctx.variant_dir(v.name) for v in st.variants},
                                 verdicts, worst_pages(st, ctx.ps, out, scores, st.compare_level), lm_eval=lm,
                                 inputs=verdict_inputs(st, out, pages_file), sequential=decisions or None,
-                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(st, out))
+                                time_budget=time_budget(st, out, ctx.clock), speed_intervals=speed_intervals(st, out),
+                                **truth_claims(st, ctx.ps, out)._asdict())
         write_reports(summary, out)
+        ctx.clock.console.detail(summary.truth.line())
     return summary
 
 

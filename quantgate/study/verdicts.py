@@ -46,6 +46,17 @@ def used_score_files(st: Study) -> list[str]:
     return files + ([score_file(st.baseline, st.noise_level)] if st.noise_level else [])
 
 
+def bounds_file(variant: str, level: int) -> str:
+    """Beside a score file, the page's truth-free damage bounds (``io.bounds``) of that run's outputs against the
+    baseline's at the compare level: each candidate's, and the baseline's noise run's (``study.truthfree``)."""
+    return f"{SCORES}/{variant}-c{level}.bounds.jsonl"
+
+
+def used_bound_files(st: Study) -> list[str]:
+    files = [bounds_file(v.name, st.compare_level) for v in st.variants if v.name != st.baseline]
+    return files + ([bounds_file(st.baseline, st.noise_level)] if st.noise_level else [])
+
+
 def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
                   decisions: dict[str, SequentialDecision] | None = None) -> list[VariantVerdict]:
     """One verdict per candidate × metric. ``read`` maps a score file's study-relative path to its rows
@@ -220,8 +231,9 @@ def bound_files(st: Study, out: Path) -> list[str]:
 
 
 def required_files(st: Study) -> list[str]:
-    return [f for v in st.variants for f in (f"runs/{v.name}/run.json", f"runs/{v.name}/requests.jsonl",
+    runs = [f for v in st.variants for f in (f"runs/{v.name}/run.json", f"runs/{v.name}/requests.jsonl",
                                              f"variants/{v.name}/quantgate.json")]
+    return runs + used_bound_files(st)  # the truth-free bounds, bound like the scores
 
 
 def verdict_inputs(st: Study, out: Path, pages_file: Path) -> VerdictInputs:

@@ -37,12 +37,12 @@ def worst_pages(st: Study, ps: PageSet, out: Path, scores: dict[tuple[str, int],
         res[v.name] = [WorstPage(page_id=pid, metric=metric.name, baseline_value=b, variant_value=c,
                                  truth=ps.truth_text(pages[pid]) if pid in pages else None,
                                  baseline_output=outputs[st.baseline].get(pid), variant_output=outputs[v.name].get(pid),
-                                 image=_image(ps, pages.get(pid), out))
+                                 image=image_for(ps, pages.get(pid), out))
                        for _, pid, b, c in rows[:k]]
     return res
 
 
-def _image(ps: PageSet, page, out: Path) -> str | None:
+def image_for(ps: PageSet, page, out: Path) -> str | None:
     """Where the report finds the page's image: relative to the study folder when inside it (a moved folder
     keeps it), else absolute."""
     if page is None:

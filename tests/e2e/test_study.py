@@ -408,7 +408,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
         v["preemptions"] = None if pre is None else {str(k): n for k, n in pre.items()}
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
-        "schema_version": 3, "kind": "quantgate.report", "created": None,
+        "schema_version": 4, "kind": "quantgate.report", "created": None,
         "study": study, "baseline": study["baseline"], "compare_level": compare_level, "noise_level": noise_level,
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
@@ -460,6 +460,9 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     # manifest, the lm-eval page task's files
     files += [f for v in st["variants"] for f in (f"runs/{v['name']}/run.json", f"runs/{v['name']}/requests.jsonl",
                                                   f"variants/{v['name']}/quantgate.json")]
+    # the truth-free bounds of each candidate and of the baseline's re-run, beside their score files
+    files += [f"scores/{v['name']}-c{c0}.bounds.jsonl" for v in st["variants"] if v["name"] != base] + \
+        [f"scores/{base}-c{nl}.bounds.jsonl"]
     files += ["pages/pageset.json"] + sorted(p.relative_to(out).as_posix() for p in (out / "lmeval" / "task").rglob("*")
                                              if p.is_file())
     for v in st["variants"]:
@@ -470,6 +473,9 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     old = _old_dict_report(st, out, new["provenance"]["pageset_sha256"],
                            {v["name"]: out / "variants" / v["name"] for v in st["variants"]}, verdicts, c0, nl,
                            new["worst_pages"], lm_eval, new["provenance"]["statistics"], inputs)
+    # schema 4's pages with and without truth and their bounds: made and tested by study.truthfree
+    # (tests/integration/test_study_truthfree.py), carried over as they are
+    old |= {k: new[k] for k in ("truth", "truth_free", "largest_bounds")}
     old["created"], old["time_budget"] = new["created"], new["time_budget"]  # the time budget: test_study_sequential
     old["provenance"].update(packages=new["provenance"]["packages"], git_commit=new["provenance"]["git_commit"])
     assert json.dumps(new) == json.dumps(old)  # same keys, same order, same values

@@ -99,7 +99,8 @@ def test_summary_built_through_the_models(study_dir):
     assert sorted(s.inputs.files) == sorted(["pages/pages.jsonl", "pages/pageset.json"] + [
         f"{kind}/{v}/{f}" for kind, f in (("runs", "requests.jsonl"), ("runs", "run.json"),
                                           ("variants", "quantgate.json")) for v in ("bad", "bf16", "fp8")] + [
-        "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl", "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl"])
+        "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl", "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl",
+        "scores/bad-c1.bounds.jsonl", "scores/bf16-c2.bounds.jsonl", "scores/fp8-c1.bounds.jsonl"])
     assert s.inputs.files["scores/bad-c1.jsonl"] == sha256_file(out / "scores" / "bad-c1.jsonl")
     # the verdict rows keep the variant first and every Verdict field after it (what the study wrote before)
     st = Study.model_validate(s.study)
@@ -141,8 +142,12 @@ def test_summary_round_trips_and_refuses_foreign_newer_or_malformed(study_dir, t
         for n in (str(f), *needles):
             assert n in str(e.value)
 
-    refused({**good, "schema_version": 4}, "schema_version 4", "reads schema_version 3", "newer quantgate")
-    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 3", "older quantgate")
+    # schema 3 reads as a report that did not count its pages with and without truth
+    old = {k: v for k, v in good.items() if k not in ("truth", "truth_free", "largest_bounds")}
+    f.write_text(json.dumps({**old, "schema_version": 3}))
+    assert load_summary(out).truth is None and load_summary(out).largest_bounds == {}
+    refused({**good, "schema_version": 5}, "schema_version 5", "reads schema_version 4", "newer quantgate")
+    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 4", "older quantgate")
     refused(_run("bf16", {1: 1.0}), "'quantgate.run'", "not a quantgate.report file")  # a run.json copied over it
     refused({**good, "verdicts": [{**good["verdicts"][0], "delta": "small"}]}, "field 'verdicts.0.delta'")
     refused({**good, "verdicts": [{**good["verdicts"][0], "verdict": "fine"}]}, "field 'verdicts.0.verdict'")
@@ -161,13 +166,13 @@ def test_gate_cli_on_a_newer_summary_is_one_line(study_dir):
     out, dirs = study_dir
     write_reports(_build(out, dirs), out)
     s = json.loads((out / "summary.json").read_text())
-    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 4}))
+    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 5}))
     r = subprocess.run([sys.executable, "-m", "quantgate", "report", str(out)], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "summary.json" in r.stderr and "reads schema_version 3" in r.stderr
+    assert "summary.json" in r.stderr and "reads schema_version 4" in r.stderr
     r = subprocess.run([sys.executable, "-m", "quantgate", "gate", str(out)], capture_output=True, text=True)
     assert r.returncode == 3 and not r.stderr and len(r.stdout.splitlines()) == 1
-    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 3" in r.stdout
+    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 4" in r.stdout
 
 
 def test_gate_reads_the_typed_summary(study_dir):

@@ -42,6 +42,15 @@ def _edit_record(lines):
     return [*lines[:3], json.dumps(rec), *lines[4:]]
 
 
+def _edit_bound(lines):
+    """The largest ned bound of the file made 0, as if the two outputs read alike."""
+    rows = [json.loads(x) for x in lines]
+    top = max(range(len(rows)), key=lambda i: rows[i]["bounds"]["ned"])
+    assert rows[top]["bounds"]["ned"] > 0
+    rows[top]["bounds"]["ned"] = 0.0
+    return [json.dumps(r) for r in rows]
+
+
 def _summary(fn):
     return lambda f: _json(f / "summary.json", fn)
 
@@ -117,6 +126,15 @@ EDITS = {
         "servers": "all_at_once", "servers_in_study": 3, "gpu": "3",
         "placement": {"variant": "fp8", "gpus": [3], "wave": 1}})), "runs/fp8/run.json"),
     "verdict noise_layout": (_verdict("fp8", "ned", lambda v: v.update(noise_layout="measured")), "noise_layout"),
+    # the truth-free bounds beside the score files, and what the report shows of them
+    "bounds file edited": (lambda f: _lines(f / "scores/bad-c1.bounds.jsonl", _edit_bound), "scores/bad-c1.bounds.jsonl"),
+    "bounds file deleted": (lambda f: (f / "scores/fp8-c1.bounds.jsonl").unlink(), "scores/fp8-c1.bounds.jsonl"),
+    "noise run's bounds edited": (lambda f: _lines(f / "scores/bf16-c2.bounds.jsonl", _edit_bound),
+                                  "scores/bf16-c2.bounds.jsonl"),
+    "summary pages with truth": (_summary(lambda s: s["truth"].update(with_truth=1, without_truth=39)), "truth"),
+    "summary mean bound": (_summary(lambda s: s["truth_free"][0].update(mean_bound=0.0)), "truth_free"),
+    "summary largest bound output": (_summary(lambda s: s["largest_bounds"]["bad"][0].update(variant_output="ok")),
+                                     "largest_bounds"),
 }
 
 # a study with a speed: block — each variant's speed waves (speed.jsonl) and their intervals

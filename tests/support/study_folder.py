@@ -166,16 +166,22 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         write_scores(out / score_file(name, 1), _rows(ids, vals, outputs[name, 1]))
     for name in speeds:  # the records the outputs were scored from, chained as serve writes them
         _requests(out / "runs" / name / "requests.jsonl", ids, {c: t for (n, c), t in outputs.items() if n == name})
+    from quantgate.io.pageset import load_pageset
+    from quantgate.study.truthfree import truth_claims, write_bound_files
+
+    # the truth-free bounds beside the score files, from the same outputs, as the study writes them
+    write_bound_files(st, out, {k: dict(zip(ids, t, strict=True)) for k, t in outputs.items()}, list(st.metrics),
+                      {pid: pid for pid in ids})
+    ps = load_pageset(out / "pages")
     verdicts, _ = study_verdicts(st, out)
     inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
     if worst is None:
-        from quantgate.io.pageset import load_pageset
         from quantgate.io.scores import read_scores
         from quantgate.study.worst import worst_pages
 
         scores = {(n, 1): read_scores(out / score_file(n, 1)) for n in speeds}
-        worst = worst_pages(st, load_pageset(out / "pages"), out, scores, 1)
+        worst = worst_pages(st, ps, out, scores, 1)
     summary = build_summary(st, out, sha256_file(out / "pages" / "pages.jsonl"), dirs, verdicts, worst, inputs=inputs,
-                            speed_intervals=speed_intervals(st, out))
+                            speed_intervals=speed_intervals(st, out), **truth_claims(st, ps, out)._asdict())
     write_reports(summary, out)
     return out
