@@ -154,8 +154,8 @@ COPY_BANDWIDTH_VERSION = 1
 
 
 class CopyBandwidth(Record):
-    """The GPU's measured device-to-device copy bandwidth (``speed-profile --copy-gbs``, measured beside it: e.g.
-    ``lab/2026-12-03-h200-session-scripts/speed_sweep.copy_bandwidth_gbs``), which the weight-read bound of a step divides by."""
+    """The GPU's measured device-to-device copy bandwidth (``speed-profile --copy-gbs``, measured beside it, as the
+    GPU sessions did: lab/2026-12-03-h200-session-scripts/README.md), which the weight-read bound of a step divides by."""
 
     schema_version: int = COPY_BANDWIDTH_VERSION
     kind: Literal["quantgate.copy_bandwidth"] = "quantgate.copy_bandwidth"

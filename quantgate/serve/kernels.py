@@ -96,8 +96,8 @@ def gemm_kernel(name: str) -> str:
 def gemm_time(rows: Iterable[Mapping], decode_steps: int, gemm_ms_per_step: float | None = None,
               ) -> dict[str, KernelTime]:
     """Per kernel: GPU ms and launches per decode step, and its share of the step's GEMM time, from
-    ``rows`` of ``{"name", "ms_total", "count"}`` over ``decode_steps`` steps (kernel_classes.py's GEMM
-    names). ``gemm_ms_per_step``: the class total, when ``rows`` lists only the heaviest names; the rest is
+    ``rows`` of ``{"name", "ms_total", "count"}`` over ``decode_steps`` steps (the GEMM
+    names the GPU sessions' profile.json kept: lab/2026-11-30-h200-serving-options/README.md). ``gemm_ms_per_step``: the class total, when ``rows`` lists only the heaviest names; the rest is
     the ``UNATTRIBUTED`` entry. Heaviest first."""
     if decode_steps <= 0:
         raise ValueError(f"decode_steps must be positive, not {decode_steps}")
@@ -120,7 +120,7 @@ def gemm_time(rows: Iterable[Mapping], decode_steps: int, gemm_ms_per_step: floa
 
 
 def gemm_time_from_profile(entry: Mapping) -> dict[str, KernelTime]:
-    """:func:`gemm_time` of one variant of a ``profile_step.py`` result (``profile.json``): its full GEMM list
+    """:func:`gemm_time` of one variant of a committed session ``profile.json``: its full GEMM list
     (``gemm_names``) when it has one, else the heaviest names it kept (``top_by_class.gemm``) with the
     rest unattributed."""
     gemm_ms = entry["classes"]["gemm"]["ms_per_step"]

@@ -11,7 +11,7 @@ Two ways in, one table each (``CostTable.attribution``):
   differs from its plan's is refused. The kernels between a GEMM and the one before it (the norm, activation or
   activation quantization that make its input) count to it, a split-K reduction to the GEMM it finishes, and
   what runs before the step's first GEMM or after its last (embedding, logits, sampling) is the fixed cost.
-- ``weight_bytes`` (:func:`table_from_profile_json`, from ``lab/2026-12-03-h200-session-scripts/profile_step.py``'s profile.json,
+- ``weight_bytes`` (:func:`table_from_profile_json`, from the 2026-11-30 GPU sessions' profile.json,
   which kept GPU time per kernel name, not per launch): each format's GEMM time (split between formats by
   ``gemm_by_kernel`` when the variant has several) is spread over its GEMMs by parameters, and so is the
   variant's non-GEMM time against the BF16 profile's (the fixed cost). A model inside each measured total,
@@ -102,7 +102,7 @@ def build_cost_table(profiles: Sequence[StepProfile]) -> CostTable:
     return _table("launch_order", [launch_order_costs(p) for p in profiles])
 
 
-# --- profile.json of lab/2026-12-03-h200-session-scripts/profile_step.py (GPU time per kernel name) ----------------------------
+# --- profile.json of the 2026-11-30 GPU sessions (GPU time per kernel name; lab/2026-11-30-h200-serving-options) ---
 
 # vLLM 0.26's linear kernel classes (quantgate.serve.kernels' labels, as profile.json's gemm_by_kernel keys them)
 # and the formats each serves; Inductor's fused Triton kernels prepare an activation-quantized GEMM's input.
@@ -182,7 +182,7 @@ def profile_json_costs(entry: Mapping, plan: Sequence[PlanRow], *, variant: str,
 
 def table_from_profile_json(profiles: Mapping[str, Mapping], plans: Mapping[str, Sequence[PlanRow]], *,
                             source: str, concurrency: int = 1) -> CostTable:
-    """The ``weight_bytes`` table of a profile.json (``{variant: entry}``; profile_step.py profiles one request:
+    """The ``weight_bytes`` table of a profile.json (``{variant: entry}``; those sessions profiled one request:
     concurrency 1) with each variant's plan; one variant must be all-BF16 (its non-GEMM time is the fixed cost)."""
     missing = sorted(set(profiles) - set(plans))
     if missing:
