@@ -159,7 +159,15 @@ def cmd_check(a: argparse.Namespace) -> int:
         print(pr, file=sys.stderr)
     if problems:
         raise InputError(f"{a.pageset}: {len(problems)} problem(s), listed above")
-    print(f"{a.pageset}: {len(ps.pages)} pages OK (hashes, files, encodings, no leakage between splits)")
+    labeled = sum(p.truth is not None for p in ps.pages)  # a set may mix pages with and without truth
+    print(f"{a.pageset}: {len(ps.pages)} pages OK (hashes, files, encodings, no leakage between splits); {labeled} "
+          f"with truth, {len(ps.pages) - labeled} without")
+    if ps.manifest is not None and ps.manifest.label_sample is not None:
+        from quantgate.heldout.label import describe, sample_status
+
+        st = sample_status(ps)
+        print(f"labeling draw: {describe(ps.manifest.label_sample)}; "
+              + ("every drawn page has truth" if st.at_random else str(st.problem)))
     return 0
 
 

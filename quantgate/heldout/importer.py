@@ -370,7 +370,8 @@ def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: 
                     + ", ".join(orphan_checks))
     neither = [r.id for r in records if not r.truth and not r.checks]
     if neither:
-        warn.append(f"{len(neither)} page(s) have neither truth nor checks: they can be served and timed, not scored: "
+        warn.append(f"{len(neither)} page(s) have neither truth nor checks: they are served, timed and judged by what "
+                    "the two outputs show (the truth-free bound), not scored: "
                     + ", ".join(neither[:20]) + (" …" if len(neither) > 20 else ""))
     return warn
 

@@ -194,3 +194,24 @@ def test_the_verb_exit_codes(pageset):
     assert rc == UsageError.exit_code and len(err.splitlines()) == 1 and "--overwrite" in err
     rc, _, err = run(str(pageset), "-n", "999", "--overwrite")
     assert rc == UsageError.exit_code and "held-out document" in err
+
+
+def test_pages_check_accepts_a_mix_and_reports_the_draw(tmp_path):
+    pageset = tmp_path / "set"  # no calibration split: simple pages look alike to the leakage check's hash
+    synth_pages(pageset, 12, seed=3, profile="simple", pages_per_document=3, calibration_fraction=0.0)
+
+    def check():
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            rc = cli.main(["pages", "check", str(pageset)])
+        return rc, out.getvalue()
+
+    s, _ = label_sample(pageset, 2, seed=6)
+    drop_truth(pageset, set(s.page_ids))
+    n = len(load_pageset(pageset).pages)
+    rc, out = check()
+    assert rc == 0 and f"{len(s.page_ids)} with truth, {n - len(s.page_ids)} without" in out
+    assert "labeling draw: " in out and "every drawn page has truth" in out
+    drop_truth(pageset, set(s.page_ids[1:]))
+    rc, out = check()
+    assert rc == 0 and f"1 of the {len(s.page_ids)} drawn pages have no truth yet" in out
