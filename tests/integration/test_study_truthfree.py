@@ -58,6 +58,11 @@ def test_every_page_served_and_counted(finished):
     assert any(said in line for line in lines)  # the console
     md = (root / "out" / "report.md").read_text()
     assert "## Pages without truth" in md and said in md
+    assert "### cand: the largest bounds" in md and "(no truth) | ned" in md
+    html = (root / "out" / "report.html").read_text()
+    section = html[html.index("<h2>Pages without truth</h2>"):]
+    assert said in section and "cand: the largest bounds" in section
+    assert "<img class='thumb'" in section.split("</table>")[1]  # each largest-bound page beside its image
 
 
 def test_bounds_beside_the_scores_pair_the_outputs(finished):
