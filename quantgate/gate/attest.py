@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -46,21 +47,30 @@ class AttestationError(VerificationError):
 # --- keys ------------------------------------------------------------------------------------------------
 
 
-def _pem(path: Path, what: str) -> bytes:
+MAX_KEY_BYTES = 1 << 20  # a PEM key is a few hundred bytes
+
+
+def _pem(path: Path, what: str) -> tuple[bytes, int]:
+    """The key file's bytes and mode: a regular file (a FIFO is refused, not waited on) of at most a MiB."""
+    from quantgate.schema.load import open_regular
+
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise AttestationError(f"{path}: cannot read the {what} ({e.strerror})") from None
-    if b"-----BEGIN" not in data[:4096]:
+        fd = open_regular(path, what)
+    except QuantgateError as e:
+        raise AttestationError(f"{path}: cannot read the {what} ({str(e).removeprefix(f'{path}: ')})") from None
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        data = fh.read(MAX_KEY_BYTES + 1)
+    if len(data) > MAX_KEY_BYTES or b"-----BEGIN" not in data[:4096]:
         raise AttestationError(f"{path}: not a PEM {what} (make one with `quantgate keygen -o KEY`)")
-    return data
+    return data, mode
 
 
-def load_private_key(path: Path):
+def load_private_key(path: Path, allow_readable: bool = False):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-    data = _pem(path, "Ed25519 private key")
+    data, mode = _pem(path, "Ed25519 private key")
     password = os.environ.get(PASSWORD_ENV)
     try:
         key = load_pem_private_key(data, password.encode() if password else None)
@@ -71,6 +81,10 @@ def load_private_key(path: Path):
                                "damaged); sign with the private key `quantgate keygen` wrote") from None
     if not isinstance(key, Ed25519PrivateKey):
         raise AttestationError(f"{path}: a {type(key).__name__.lstrip('_')}, not an Ed25519 private key")
+    # as ssh refuses an unprotected key: a secret anyone on the machine can read signs for them too
+    if mode & 0o077 and not allow_readable:
+        raise AttestationError(f"{path}: the private key is readable by others (mode {stat.S_IMODE(mode):04o}); "
+                               f"`chmod 600 {path}` (or pass --allow-readable-key)")
     return key
 
 
@@ -78,7 +92,7 @@ def load_public_key(path: Path):
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-    data = _pem(path, "Ed25519 public key")
+    data, _ = _pem(path, "Ed25519 public key")
     if b"PRIVATE KEY" in data:
         raise AttestationError(f"{path}: a private key; verify with the public key (KEY.pub), never share the private one")
     try:
@@ -146,8 +160,27 @@ def root_digest(resources: list[Resource]) -> str:
 # --- signing -----------------------------------------------------------------------------------------------
 
 
+def scope_of(rep, options: dict) -> dict:
+    """What the gate checked: the baseline, the candidates ``--variants`` named (all, without it), the metrics
+    ``--metrics`` named (all, without it), whether lm-eval verdicts counted, and each checked variant's own
+    outcome under the gate's family rule. A signature covers exactly this, nothing the gate left out."""
+    from quantgate.gate.check import outcome
+
+    names = options.get("variants") or [v.name for v in rep.variants if v.name != rep.baseline]
+    metrics = options.get("metrics") or list(dict.fromkeys(r.metric for r in rep.verdicts))
+    lmeval = bool(options.get("lmeval"))
+    per = {}
+    for name in names:
+        rows = [r for r in rep.verdicts if r.variant == name and r.metric in metrics]
+        rows += [r for r in (rep.lm_eval.verdicts if rep.lm_eval and lmeval else []) if r.variant == name]
+        code = int(outcome(rows))
+        per[name] = {"exit_code": code, "outcome": OUTCOME[code], "verdicts": len(rows)}
+    return {"baseline": rep.baseline, "variants": per, "metrics": metrics, "lmeval": lmeval}
+
+
 def statement(out: Path, code: int, lines: list[str], options: dict) -> Statement:
-    """The in-toto Statement for a study folder the gate just judged ``code`` (0-2)."""
+    """The in-toto Statement for a study folder the gate just judged ``code`` (0-2): its subjects the baseline
+    and the variants the gate checked, its verdicts those the gate checked."""
     from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
     from in_toto_attestation.v1.statement import Statement
 
@@ -155,8 +188,11 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> Statemen
     from quantgate.schema.summary import SUMMARY, load_summary
 
     rep = load_summary(out)
+    scope = scope_of(rep, options)
     models, subjects = [], []
     for v in rep.variants:
+        if v.name != rep.baseline and v.name not in scope["variants"]:
+            continue  # not checked: not signed (a signed PASS must never name a variant the gate left out)
         vdir = safe_join(out, v.path, what=f"summary.json: variants.{v.name}.path")
         res = folder_resources(vdir)
         digests = {r.name: r.digest for r in res}
@@ -166,15 +202,18 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> Statemen
         models.append({"name": v.name, "path": v.path, "serialization": SERIALIZATION,
                        "resources": [r.model_dump() for r in res]})
         subjects.append(ResourceDescriptor(name=vdir.name, digest={"sha256": root_digest(res)}).pb)
+    checked = scope["variants"]
     verdicts = [{k: r[k] for k in ("variant", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
                                    "n", "p_regression_holm")} | ({"tag": r["tag"]} if r.get("tag") else {})
-                for r in (x.model_dump() for x in rep.verdicts)]
+                for r in (x.model_dump() for x in rep.verdicts)
+                if r["variant"] in checked and r["metric"] in scope["metrics"]]
     lm = [{k: r[k] for k in ("variant", "task", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
-                             "n")} for r in (x.model_dump() for x in (rep.lm_eval.verdicts if rep.lm_eval else []))]
+                             "n")} for r in (x.model_dump() for x in (rep.lm_eval.verdicts if rep.lm_eval else []))
+          if r["variant"] in checked and scope["lmeval"]]
     predicate = {
         "study": {"name": rep.study.get("name"), "summary": SUMMARY, "digest": {"sha256": sha256_file(out / SUMMARY)}},
         "gate": {"exit_code": code, "outcome": OUTCOME[code], "lines": lines, **options},
-        "baseline": rep.baseline, "verdicts": verdicts, "lm_eval_verdicts": lm, "models": models,
+        "scope": scope, "baseline": rep.baseline, "verdicts": verdicts, "lm_eval_verdicts": lm, "models": models,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quantgate": __version__,
     }
     st = Statement(subjects=subjects, predicate_type=PREDICATE_TYPE, predicate=predicate)
@@ -208,13 +247,13 @@ def read_statement(path: Path, public_key) -> VerdictPredicate:
     from securesystemslib.dsse import Envelope
     from securesystemslib.signer import SSlibKey
 
+    from quantgate.schema.load import load_json, parse_json
+
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_ATTESTATION_BYTES:
-            raise AttestationError(f"{path}: larger than {MAX_ATTESTATION_BYTES >> 20} MiB; not an attestation")
-        env = Envelope.from_dict(json.loads(path.read_bytes()))
-    except OSError as e:
-        raise AttestationError(f"{path}: cannot read the attestation ({e.strerror})") from None
+        env = Envelope.from_dict(load_json(path, "attestation", MAX_ATTESTATION_BYTES))
+    except QuantgateError as e:
+        raise AttestationError(f"{' '.join(str(e).split())}: not a DSSE envelope") from None
     except (ValueError, KeyError, TypeError, AttributeError):
         raise AttestationError(f"{path}: not a DSSE envelope (payload, payloadType, signatures)") from None
     if env.payload_type != PAYLOAD_TYPE:
@@ -225,15 +264,20 @@ def read_statement(path: Path, public_key) -> VerdictPredicate:
         raise AttestationError(f"{path}: the signature does not verify with this key (signed with another key, or the "
                                "attestation was edited after signing)") from None
     try:  # signed, so made by quantgate with the key; checked all the same
+        parse_json(env.payload, f"{path}: payload")  # the payload under the loader's limits before protobuf reads it
         pb = json_format.Parse(env.payload, StatementPB(), ignore_unknown_fields=True)
         Statement.copy_from_pb(pb).validate()
         if pb.predicate_type != PREDICATE_TYPE:
             raise ValueError(f"predicateType {pb.predicate_type!r}, not {PREDICATE_TYPE}")
         st = json_format.MessageToDict(pb)
         pred = VerdictPredicate.model_validate(st["predicate"])
-    except (ValueError, KeyError, json_format.ParseError, ValidationError) as e:
+    except (ValueError, KeyError, json_format.ParseError, ValidationError, QuantgateError) as e:
         raise AttestationError(f"{path}: not a quantgate verdict statement ({' '.join(str(e).split())[:200]})") from None
     subjects = {s["name"]: s["digest"].get("sha256") for s in st["subject"]}
+    if pred.scope is not None and sorted(m.name for m in pred.models) != sorted(
+            [pred.scope.baseline, *pred.scope.variants]):
+        raise AttestationError(f"{path}: its models {[m.name for m in pred.models]} are not the baseline and the "
+                               f"variants its scope says were checked {list(pred.scope.variants)}")
     for m in pred.models:  # each subject digest is its resources' root, as model-signing checks a manifest
         name = PurePosixPath(m.path).name
         if subjects.get(name) != root_digest(m.resources):
@@ -241,10 +285,13 @@ def read_statement(path: Path, public_key) -> VerdictPredicate:
     return pred
 
 
-def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tuple[int, list[str]]:
+def verify(path: Path, public_key_path: Path, study: Path | None = None,
+           require: list[str] | None = None) -> tuple[int, list[str]]:
     """(the attested gate exit code, lines to print) once the attestation checks out; AttestationError else.
     With ``study``: its summary.json is the one signed, each variant folder holds exactly the signed files,
-    and every file summary.json binds by hash still has that hash."""
+    and every file summary.json binds by hash still has that hash. With ``require`` (variant names): each must be
+    in the signed scope (else AttestationError), and the code is the worst of their own signed outcomes, so a
+    pipeline deploying one variant learns whether that variant passed, not whether some subset did."""
     from quantgate.gate.check import rehash_study
     from quantgate.schema.summary import SUMMARY
 
@@ -254,8 +301,10 @@ def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tupl
     if code not in OUTCOME:
         raise AttestationError(f"{path}: the statement's gate exit code {code} is not a verdict (0, 1 or 2)")
     lines = [f"signature: good (Ed25519 key {key_id(pub)[:16]})",
-             f"statement: study {pred.study.get('name')!r}, gate {OUTCOME[code]} (exit {code}), "
-             f"{len(pred.models)} variant folder(s), signed {pred.created}"]
+             f"statement: study {pred.study.get('name')!r}, gate {OUTCOME[code]} (exit {code}), signed {pred.created}",
+             _scope_line(pred)]
+    if require:
+        code = _required(path, pred, require, lines)
     if study is None:
         lines.append("not checked against a study folder: pass --study DIR to check its summary.json and weights")
         return code, lines
@@ -277,6 +326,32 @@ def verify(path: Path, public_key_path: Path, study: Path | None = None) -> tupl
     lines.append(f"study: {summary} is the signed one; every variant folder holds exactly its signed files; every "
                  "file summary.json binds has its hash")
     return code, lines
+
+
+def _scope_line(pred: VerdictPredicate) -> str:
+    sc = pred.scope
+    if sc is None:
+        return ("scope: not stated (signed by an older quantgate); its subjects are "
+                f"{', '.join(m.name for m in pred.models)} — re-sign with this quantgate to use --variant")
+    per = ", ".join(f"{n} {v.outcome}" for n, v in sc.variants.items())
+    return (f"scope: checked {per} against baseline {sc.baseline} on {', '.join(sc.metrics)}"
+            + (" and lm-eval" if sc.lmeval else "") + "; no other variant is covered by this signature")
+
+
+def _required(path: Path, pred: VerdictPredicate, require: list[str], lines: list[str]) -> int:
+    """The worst signed outcome of the required variants; AttestationError if one was not checked."""
+    if pred.scope is None:
+        raise AttestationError(f"{path}: states no scope (signed by an older quantgate), so it cannot say whether "
+                               f"{require[0]!r} was checked; gate and sign the study again")
+    codes = []
+    for name in require:
+        got = pred.scope.variants.get(name)
+        if got is None:
+            raise AttestationError(f"{path}: variant {name!r} was not checked by the signed gate (it checked "
+                                   f"{', '.join(pred.scope.variants) or 'none'}); this signature does not cover it")
+        lines.append(f"variant {name}: checked, {got.outcome} (exit {got.exit_code}, {got.verdicts} verdict(s))")
+        codes.append(got.exit_code)
+    return 1 if 1 in codes else max(codes)  # as the gate: a confirmed regression outranks an undecided verdict
 
 
 def _same_files(vdir: Path, signed: dict[str, str], name: str) -> None:

@@ -23,7 +23,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import NamedTuple
 
-from quantgate.errors import InputError, QuantgateError
+from quantgate.errors import InputError, QuantgateError, UsageError
 from quantgate.io.fileio import safe_join, sha256_file
 from quantgate.judge.family import confirmed as holm_confirmed
 from quantgate.schema.verdict import MIN_PAGES, Verdict
@@ -56,6 +56,8 @@ def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None
     ``INVALID`` with one line."""
     try:
         return _gate(Path(out), metrics, variants, lmeval, study)
+    except UsageError:
+        raise  # a name the study does not have is the command line's fault (exit 64), not the folder's
     except QuantgateError as e:
         return GateResult(INVALID, [" ".join(str(e).split())])  # one line, whatever the message held
 
@@ -74,6 +76,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
     rep = load_summary(out)
     where = str(out / SUMMARY)
     st = parse_record(Study, rep.study, where=f"{where}: study")  # every number checked as it is parsed
+    known_names(st, metrics, variants)
     if study_file is not None:
         _same_study(st, load_study(study_file), where, study_file, out)
     _consistent(rep, st, where)
@@ -127,11 +130,31 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
         return GateResult(INCONCLUSIVE, [
             f"baseline unfit: {st.baseline} scores {score:.4f} {metric} (floor {floor:g}); every verdict on {metric} "
             "is vacuous until the baseline reads these pages" for metric, score, floor in sorted(unfit)] + lines)
+    return GateResult(outcome(words), lines)
+
+
+def outcome(words: list[Verdict]) -> GateCode:
+    """The family rule over the checked verdicts (the module docstring): what the gate exits with, and what a
+    signed attestation records per checked variant."""
+    if any(r.reason == "baseline_unfit" for r in words):
+        return INCONCLUSIVE
     if all(r.verdict == "within_noise" for r in words):
-        return GateResult(PASS, lines)
+        return PASS
     if any(holm_confirmed(r) or r.verdict == "not_equivalent" for r in words):
-        return GateResult(REGRESSION, lines)
-    return GateResult(INCONCLUSIVE, lines)
+        return REGRESSION
+    return INCONCLUSIVE
+
+
+def known_names(st, metrics: list[str] | None, variants: list[str] | None) -> None:
+    """Every name given to ``--metrics``/``--variants`` is one the study judges: a typo dropped silently left a
+    variant unchecked while the PASS (and its signature) seemed to cover it."""
+    candidates = [v.name for v in st.variants if v.name != st.baseline]
+    for flag, given, known in (("--variants", variants, candidates), ("--metrics", metrics, list(st.metrics))):
+        unknown = [n for n in (given or []) if n not in known]
+        if unknown:
+            hint = " (the baseline, which has no verdicts of its own)" if unknown[0] == st.baseline else ""
+            raise UsageError(f"{flag}: {unknown[0]!r}{hint} is not one of the study's: {', '.join(known)}; nothing "
+                             "was checked")
 
 
 def study_writing(out: Path) -> None:
@@ -139,13 +162,18 @@ def study_writing(out: Path) -> None:
     study rewrote the folder). Only tested, never taken, and nothing is created: the gate writes nothing."""
     import fcntl
     import os
+    import stat
 
     from quantgate.study.verdicts import LOCK
 
-    try:
-        fd = os.open(out / LOCK, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # non-blocking: a FIFO in the lock's place would otherwise wait for a writer forever
+        fd = os.open(out / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return  # no lock file (or a link in its place): no study of this quantgate is writing
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _Invalid(f"{out / LOCK}: is not a regular file (a FIFO, socket or device in the lock's place); a study "
+                       "never makes one — remove it")
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from quantgate.errors import DiskFullError, InputError, UnsafeInputError
+from quantgate.errors import DataError, DiskFullError, InputError, UnsafeInputError
+from quantgate.schema.load import jsonl_objects, open_regular, read_regular
 
 # errnos that mean "no room": the device is full, a quota is reached, or a file-size limit (RLIMIT_FSIZE) is hit
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -64,6 +65,16 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
+def _regular_or_refuse(fd: int, path: Path) -> None:
+    """Close ``fd`` and refuse unless it is a regular file: quantgate writes, appends to and locks plain files only."""
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise DataError(f"{path}: is not a regular file (a FIFO, socket or device in its place); remove it and rerun")
+    os.set_blocking(fd, True)
+
+
 def _open_nofollow(path: Path, flags: int, what: str) -> int:
     """``os.open`` that refuses a symbolic link as the last path component: a link planted in a
     run folder must not steer quantgate's appends (or truncation) to a file elsewhere."""
@@ -73,6 +84,8 @@ def _open_nofollow(path: Path, flags: int, what: str) -> int:
         if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and os.path.islink(path)):
             raise UnsafeInputError(f"{path}: is a symbolic link (to {os.readlink(path)!r}); quantgate {what} only "
                                    "files inside its folder — remove the link and rerun") from None
+        if e.errno == errno.ENXIO:  # a write-only open of a FIFO no one reads, made non-blocking
+            raise DataError(f"{path}: is a FIFO (named pipe), not a regular file; remove it and rerun") from None
         raise
 
 
@@ -82,7 +95,8 @@ def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) 
     hot paths (one record per request) call :func:`fsync_file` once at the end instead.
     A symbolic link in ``path``'s place is refused, not followed."""
     line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-    fd = _open_nofollow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "appends to")
+    fd = _open_nofollow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, "appends to")
+    _regular_or_refuse(fd, Path(path))
     try:
         end = os.lseek(fd, 0, os.SEEK_END)
         try:
@@ -100,7 +114,8 @@ def append_jsonl(path: str | os.PathLike, record: dict, *, fsync: bool = False) 
 
 
 def fsync_file(path: str | os.PathLike) -> None:
-    fd = _open_nofollow(Path(path), os.O_RDONLY, "syncs")
+    fd = _open_nofollow(Path(path), os.O_RDONLY | os.O_NONBLOCK, "syncs")
+    _regular_or_refuse(fd, Path(path))
     try:
         os.fsync(fd)
     finally:
@@ -118,50 +133,33 @@ def read_jsonl(path: str | os.PathLike, *, repair_torn_tail: bool = False,
     separators that ``json.dumps(ensure_ascii=False)`` leaves inside strings), and each line is
     decoded on its own so a non-UTF-8 byte is reported with its line."""
     path = Path(path)
-    try:
-        if repair_torn_tail:  # a file quantgate appends to: never read (or truncate) through a link
-            fd = _open_nofollow(path, os.O_RDONLY, "reads and repairs")
-            with os.fdopen(fd, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, not a JSONL file") from None
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    if repair_torn_tail:  # a file quantgate appends to: never read (or truncate) through a link
+        try:
+            fd = _open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK, "reads and repairs")
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        _regular_or_refuse(fd, path)
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read()
+    else:
+        raw = read_regular(path, "JSONL file")
     if raw and not raw.endswith(b"\n") and not final_newline_optional:
         cut = raw.rfind(b"\n") + 1
         if not repair_torn_tail:
             raise InputError(f"{path}: last line is incomplete (a write was interrupted); "
                              "rerun the command that writes it to repair, or delete that line")
-        fd = _open_nofollow(path, os.O_WRONLY, "repairs")
+        fd = _open_nofollow(path, os.O_WRONLY | os.O_NONBLOCK, "repairs")
         try:
             os.ftruncate(fd, cut)
         finally:
             os.close(fd)
         raw = raw[:cut]
-    for no, bline in enumerate(raw.split(b"\n"), start=1):
-        try:
-            line = bline.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"{path}:{no}: not UTF-8 (bad byte 0x{bline[e.start]:02x} at column {e.start + 1}); "
-                             "re-save the file as UTF-8 or remove that line") from None
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{no}: not valid JSON ({e.msg}); fix or remove that line") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{path}:{no}: expected a JSON object, got {type(obj).__name__}")
-        yield no, obj
+    yield from jsonl_objects(raw, str(path))
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO in a hashed file's place is refused, not waited on
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
@@ -205,16 +203,18 @@ def exclusive_lock(path: str | os.PathLike, busy: str) -> Iterator[None]:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "w")
+    # never through a link (the study would overwrite its target), never blocking on a FIFO in its place
+    fd = _open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, "locks")
+    _regular_or_refuse(fd, path)
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        fh.close()
+        os.close(fd)
         raise InputError(busy) from None
     try:
-        fh.write(str(os.getpid()))
-        fh.flush()
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
         yield
     finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from quantgate.errors import InputError
 from quantgate.recipes.model import (
     FORMATS,
@@ -55,11 +53,11 @@ def load_recipe(spec: str | Path) -> LoadedRecipe:
     path = PRESETS_DIR / f"{spec}.yaml" if (PRESETS_DIR / f"{spec}.yaml").is_file() else Path(spec)
     if not path.is_file():
         raise InputError(f"recipe {spec!r}: no such preset or file (presets: {', '.join(list_presets())})")
-    text = path.read_text("utf-8")
-    try:
-        obj = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise InputError(f"{path}: not valid YAML ({e})") from None
+    from quantgate.schema.load import parse_yaml, read_regular
+
+    raw = read_regular(path, "recipe")
+    obj = parse_yaml(raw, str(path))  # under the loader's limits, one DataError naming the file and line
+    text = raw.decode("utf-8").removeprefix("\ufeff")
     if not isinstance(obj, dict):
         raise InputError(f"{path}: a recipe is a YAML mapping")
     if _is_raw_llmcompressor(obj):

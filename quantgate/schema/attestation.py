@@ -32,10 +32,28 @@ class SignedModel(_InToto):
     resources: list[Resource]
 
 
+class VariantOutcome(_InToto):
+    """A checked variant's own outcome under the gate's family rule (0 PASS, 1 FAIL, 2 UNDECIDED)."""
+
+    exit_code: int = Field(ge=0, le=2)
+    outcome: str
+    verdicts: int = Field(ge=0)
+
+
+class Scope(_InToto):
+    """What the signed gate checked: a signature covers these variants (and the baseline) and nothing else."""
+
+    baseline: str
+    variants: dict[str, VariantOutcome]
+    metrics: list[str]
+    lmeval: bool
+
+
 class VerdictPredicate(_InToto):
     """The predicate fields ``verify`` reads."""
 
     study: dict[str, Any]  # name, summary, digest of summary.json
     gate: dict[str, Any]  # exit_code, outcome, lines, the gate's options
+    scope: Scope | None = None  # absent in attestations signed before the scope was stated
     models: list[SignedModel]
     created: str | None = None  # UTC, ISO 8601

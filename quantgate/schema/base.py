@@ -4,13 +4,13 @@ caught, not ignored; one way to validate a record (:func:`parse_record`) and to 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from quantgate.errors import InputError
+from quantgate.schema.load import load_json
 
 SCHEMA_VERSION = 1
 
@@ -63,12 +63,9 @@ def read_record_file(cls: type[R], path: Path, *, missing: str = "") -> R:
     Checked in the order a user can act on: the file exists and is JSON, it is the right kind of
     file, its schema version is one this quantgate reads, then every field (``extra="forbid"``)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file" + (f"; {missing}" if missing else ""))
-    try:
-        obj = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+    obj = load_json(path)  # a regular file, under the loader's limits: else one DataError naming file and line
     kind = cls.model_fields["kind"].default
     if not isinstance(obj, dict) or obj.get("kind") != kind:
         got = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__

@@ -14,10 +14,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
-from quantgate.errors import InputError, QuantgateError
+from quantgate.errors import DataError, InputError, QuantgateError
 from quantgate.scoring import olmocr_math
 from quantgate.scoring.tablegraph import RELATIONS
 
@@ -112,6 +114,37 @@ def prepare(c: dict) -> dict:
             if c.get(k) and not p[k].strip():
                 raise bad(f"{k} must not be blank when given")
     return p
+
+
+def validate_checks(checks: Iterable[tuple[str, dict]]) -> int:
+    """Every check through :func:`prepare` (the scorer's own validation, so ``pages import``, ``pages check`` and a
+    study refuse before any work what scoring would refuse after all the serving) and every id used once. The
+    first problem is one DataError naming where the check lies (``file:line``) and its id. Returns the count."""
+    seen: dict[str, str] = {}
+    n = 0
+    for where, c in checks:
+        try:
+            cid = prepare(c)["id"]
+        except InputError as e:
+            raise DataError(f"{where}: {e}") from None
+        if cid in seen:
+            raise DataError(f"{where}: check {cid}: the id is used again (first at {seen[cid]}); give each check "
+                            "its own id")
+        seen[cid] = where
+        n += 1
+    return n
+
+
+def pageset_checks(root: Path) -> Iterator[tuple[str, dict]]:
+    """(``pages.jsonl:LINE page ID``, check) for every check a page set's records hold."""
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.io.pageset import PAGES_FILE
+
+    f = Path(root) / PAGES_FILE
+    for no, rec in read_jsonl(f):
+        checks = rec.get("checks") or []
+        for c in checks if isinstance(checks, list) else [checks]:
+            yield f"{f}:{no} page {rec.get('id')}", c
 
 
 def _thr(max_diffs: int, ref: str) -> float:

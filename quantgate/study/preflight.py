@@ -28,6 +28,7 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
     from quantgate.study.spec import resolve_path
 
     model = resolve_path(base, st.model)
+    check_page_checks(st, base)
     check_recipes(st, model)
     cluster = None
     if ray or st.cluster:
@@ -46,6 +47,17 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
             cluster.close()
         raise
     return Prepared(placement, cluster, overlap)
+
+
+def check_page_checks(st, base: Path) -> None:
+    """An imported page set's checks, as scoring will read them, before the first quantize: a malformed check
+    found after every variant is served costs the whole GPU time of the study."""
+    from quantgate.io.pageset import PAGES_FILE
+    from quantgate.scoring.olmocr_checks import pageset_checks, validate_checks
+    from quantgate.study.spec import resolve_path
+
+    if st.pages.path is not None and (resolve_path(base, st.pages.path) / PAGES_FILE).is_file():
+        validate_checks(pageset_checks(resolve_path(base, st.pages.path)))
 
 
 def check_recipes(st, model: Path) -> None:

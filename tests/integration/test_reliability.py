@@ -1,5 +1,5 @@
-"""Faults injected and hostile input. docs/reliability.md lists each with its test; a test
-below keeps that table and these tests in sync."""
+"""Faults injected and hostile input. lab/2026-12-04-reliability-cases/README.md lists each with its test (the
+record behind docs/reliability.md); a test below keeps that table and these tests in sync."""
 
 import json
 import re
@@ -18,7 +18,7 @@ from quantgate.serve.run import ServeHooks, ServeOptions
 from quantgate.serve.server import ManagedServer
 from tests.support.paths import REPO
 
-DOC = REPO / "docs" / "reliability.md"
+DOC = REPO / "lab" / "2026-12-04-reliability-cases" / "README.md"
 
 
 class StubBackend(Backend):
@@ -192,5 +192,5 @@ def test_reliability_table_matches_the_tests():
     named = set(re.findall(r"`(tests/(?:\w+/)*test_\w+\.py)::(test_\w+)`", text))
     assert len(named) >= 15
     for file, name in named:
-        src = (DOC.parent.parent / file).read_text()
-        assert f"def {name}(" in src, f"{file}::{name} is in docs/reliability.md but not in the tests"
+        src = (REPO / file).read_text()
+        assert f"def {name}(" in src, f"{file}::{name} is in {DOC.relative_to(REPO)} but not in the tests"

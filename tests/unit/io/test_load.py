@@ -1,0 +1,149 @@
+"""The one loader (quantgate.schema.load) and the files quantgate reads through it: every hostile content is one
+DataError naming the file (and line), never a traceback, a hang or an unbounded read; a UTF-8 byte-order mark is
+tolerated. Each case is fed to every reader: a record file (summary.json), a JSONL file (scores, pages.jsonl, a
+checks file), a study YAML, a recipe, an attestation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from quantgate.errors import DataError, QuantgateError
+from quantgate.schema.load import BOM, MAX_DEPTH, load_json, parse_json, parse_yaml
+
+DEEP_JSON = b"[" * 200_000 + b"]" * 200_000 + b"\n"
+HUGE_INT = b'{"n": ' + b"9" * 5001 + b"}\n"
+
+
+@contextmanager
+def no_hang(seconds: int = 10):
+    """A read that blocks (a FIFO opened for reading) fails the test instead of hanging it."""
+    def boom(*_):
+        raise TimeoutError("hung")
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _readers(tmp_path: Path):
+    """(name, function of a path) for every kind of file quantgate reads."""
+    from quantgate.gate.attest import read_statement
+    from quantgate.heldout.importer import ImportOptions, import_pages
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.io.scores import read_scores
+    from quantgate.recipes import load_recipe
+    from quantgate.schema.base import read_record_file
+    from quantgate.schema.summary import Summary
+    from quantgate.study.spec import load_study
+
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), "white").save(src / "a_pg1.png")
+    return [
+        ("summary.json", lambda p: read_record_file(Summary, p)),
+        ("jsonl", lambda p: list(read_jsonl(p))),
+        ("scores", read_scores),
+        ("checks", lambda p: import_pages([src], tmp_path / "ps", ImportOptions(checks_file=p))),
+        ("study", load_study),
+        ("recipe", load_recipe),
+        ("attestation", lambda p: read_statement(p, None)),
+    ]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (DEEP_JSON, f"nested more than {MAX_DEPTH} levels"),
+    (HUGE_INT, "a number of "),
+    (b'{"a": 1}\x00\n', "a NUL byte"),
+    (b"\xff\xfe{\x00}\x00\n", "UTF-16"),
+    (b"[" * 20_000 + b"\n", ""),  # YAML's flow sequence 20,000 deep (and broken JSON)
+])
+def test_hostile_content_is_one_data_error_in_every_reader(tmp_path, content, needle):
+    for name, read in _readers(tmp_path):
+        f = tmp_path / f"{name}.file"
+        f.write_bytes(content)
+        with pytest.raises(QuantgateError) as e:
+            read(f)
+        msg = str(e.value)
+        assert str(f) in msg and needle in msg and "\n" not in msg, (name, msg)
+        assert not (tmp_path / "ps").exists()
+
+
+def test_the_limits_name_the_line():
+    with pytest.raises(DataError, match=r"^f:3: a number of 5,001"):
+        parse_json(b'{\n"a": 1,\n"n": ' + b"1" * 5001 + b"}", "f")
+    with pytest.raises(DataError, match=r"^f:2: not valid JSON"):
+        parse_json(b'{"a": 1,\n}', "f")
+    with pytest.raises(DataError, match=r"^s\.yaml:2: not valid YAML"):
+        parse_yaml(b"a: 1\n  b: [\n", "s.yaml")
+    assert parse_json(b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, "f") is not None  # the limit itself is allowed
+    with pytest.raises(DataError, match="nested more than"):
+        parse_json(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "f")
+
+
+def test_a_yaml_alias_bomb_is_refused():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    with pytest.raises(DataError, match="more than 10,000,000 values"):
+        parse_yaml(bomb, "bomb.yaml")
+
+
+def test_a_bom_is_tolerated(tmp_path):
+    from quantgate.io.fileio import read_jsonl
+
+    f = tmp_path / "x.json"
+    f.write_bytes(BOM + b'{"a": 1}\n')
+    assert load_json(f) == {"a": 1}
+    f.write_bytes(BOM + b'{"a": 1}\n{"b": 2}\n')
+    assert [o for _, o in read_jsonl(f)] == [{"a": 1}, {"b": 2}]
+    assert parse_yaml(BOM + b"a: 1\n", "s") == {"a": 1}
+
+
+def test_a_fifo_or_a_folder_is_refused_without_blocking(tmp_path):
+    from quantgate.io.fileio import read_jsonl, sha256_file
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with no_hang():
+        for read in (load_json, lambda p: list(read_jsonl(p)), lambda p: list(read_jsonl(p, repair_torn_tail=True)),
+                     sha256_file):
+            with pytest.raises(DataError, match="FIFO|not a regular file"):
+                read(fifo)
+        with pytest.raises(DataError, match="is a folder"):
+            load_json(tmp_path)
+
+
+# fuzz: any bytes, or a valid document with bytes changed, reach the readers as one QuantgateError or a value
+_VALID = json.dumps({"schema_version": 1, "kind": "quantgate.summary", "a": [1, 2.5, {"b": None}], "s": "é"}).encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(
+    st.binary(max_size=300),
+    st.tuples(st.integers(0, len(_VALID) - 1), st.binary(min_size=1, max_size=8)).map(
+        lambda t: _VALID[:t[0]] + t[1] + _VALID[t[0] + len(t[1]):]),
+    st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                 lambda c: st.lists(c) | st.dictionaries(st.text(), c), max_leaves=20).map(
+        lambda o: json.dumps(o).encode()),
+))
+def test_fuzzed_bytes_never_traceback(data):
+    from quantgate.io.fileio import read_jsonl  # noqa: F401 (the JSONL split, below, is the reader's)
+    from quantgate.schema.load import jsonl_objects
+
+    for parse in (lambda b: parse_json(b, "f"), lambda b: parse_yaml(b, "f"), lambda b: list(jsonl_objects(b, "f"))):
+        try:
+            parse(data)
+        except QuantgateError as e:
+            assert str(e).startswith("f") and "\n" not in str(e)
