@@ -24,12 +24,16 @@ from quantgate.schema.metrics import (
 VerdictName = Literal["within_noise", "regression", "inconclusive", "not_equivalent"]
 ReasonName = Literal["ci_inside_margin", "ci_beyond_margin", "ci_straddles_margin", "noise_exceeds_margin",
                      "too_few_pages", "too_few_documents", "rare_failures_not_ruled_out", "identical_outputs",
-                     "identical_scores", "baseline_unfit", "outputs_differ"]
+                     "identical_scores", "baseline_unfit", "outputs_differ", "baseline_unchecked",
+                     "bound_exceeds_margin"]
 # cluster_hall_t: documents resampled, each end the outer of the Hall bootstrap and Student-t (judge.clustered);
 # studentized_hall/bca/percentile: the page-level intervals of schema-2 verdicts, kept so old summaries read
 IntervalName = Literal["cluster_hall_t", "studentized_hall", "bca", "percentile", "degenerate"]
 DamageSource = Literal["metric default", "declared", "exceeded"]  # exceeded: a page (document) was damaged more
-FlipSource = Literal["output_sha256", "scores"]
+FlipSource = Literal["output_sha256", "scores", "texts"]
+# labeled: today's verdict on pages with truth; bound: the truth-free bound alone; rectified: the bound less what it
+# overstates on pages labeled at random (quantgate.judge.truth_free)
+MethodName = Literal["labeled", "bound", "rectified"]
 TestName = Literal["non_inferiority", "equivalence", "exact"]
 VERDICTS: tuple[VerdictName, ...] = get_args(VerdictName)
 REASONS: tuple[ReasonName, ...] = get_args(ReasonName)
@@ -53,6 +57,10 @@ MIN_LABELED_DOCUMENTS = 10
 # The rectified verdict spends this share of alpha on the lower bound of the bound's excess and the rest on the
 # upper bound of the mean bound (a union bound: the two errors add up to alpha; docs/statistics.md).
 RECTIFY_SHARE = 0.5
+# The rectified verdict is used (decided by the design, before the data) when at least this many whole documents
+# were labeled at random: from fewer, the excess's lower bound is too loose to pay for the alpha it takes, and the
+# bound alone keeps the whole alpha (benchmarks/truth_free_calibration.py measures both).
+MIN_RECTIFY_DOCUMENTS = 20
 POWER_METHOD = ("at the planning shift (not the observed one), documents like the study's, spread at its 80% upper "
                 "bound; never below the rare-failure counts")
 
@@ -104,6 +112,7 @@ class VerdictSettings(Record):
     min_labeled_pages: int = MIN_LABELED_PAGES
     min_labeled_documents: int = MIN_LABELED_DOCUMENTS
     rectify_share: float = RECTIFY_SHARE
+    min_rectify_documents: int = MIN_RECTIFY_DOCUMENTS
 
     @property
     def alpha(self) -> float:
@@ -140,6 +149,7 @@ class VerdictSettings(Record):
             _count(name, data.get(name, default), 2)
         _count("min_labeled_pages", data.get("min_labeled_pages", MIN_LABELED_PAGES), 1)
         _count("min_labeled_documents", data.get("min_labeled_documents", MIN_LABELED_DOCUMENTS), 1)
+        _count("min_rectify_documents", data.get("min_rectify_documents", MIN_RECTIFY_DOCUMENTS), 2)
         _fraction("power", data.get("power", DEFAULT_POWER), 0.5, 1.0)
         share = data.get("rectify_share", RECTIFY_SHARE)
         if _fraction("rectify_share", share, 0.0, 1.0) <= 0:
@@ -170,7 +180,8 @@ class Verdict(Record):
     units and direction; the tests themselves run on differences oriented so that higher is better."""
 
     # 3: documents as the unit: the document-level fields below; 2 is read (they are then None)
-    schema_version: Literal[3] = 3
+    # 4: pages without truth: the method and truth-free fields at the end; 3 and 2 are read (they are then None)
+    schema_version: Literal[4] = 4
     metric: str
     higher_is_better: bool
     verdict: VerdictName
@@ -226,18 +237,34 @@ class Verdict(Record):
     worse_threshold: float | None = None
     pages_worse: int | None = None  # pages worse than the baseline by more than worse_threshold
     pages_worse_ids: list[str] = Field(default_factory=list)  # the worst first, at most PAGES_WORSE_LISTED
+    # --- pages without truth (quantgate.judge.truth_free; None in schema-3 verdicts) ------------------------
+    # A truth-free verdict's interval is one-sided: the end on the worse side is the damage's upper bound, the
+    # other the metric's range; delta is the damage's estimate (the mean bound less the random sample's mean
+    # excess), and baseline_mean/candidate_mean are the labeled pages' (0 without any).
+    method: MethodName | None = None  # which path decided
+    mean_bound: float | None = None  # the mean truth-free bound over every compared page
+    bound_upper: float | None = None  # its one-sided upper bound (at the bound's share of alpha)
+    excess_lower: float | None = None  # rectified: the lower bound of the bound's mean excess on the random sample
+    pages_with_truth: int | None = None
+    pages_without_truth: int | None = None
+    documents_with_truth: int | None = None
+    documents_without_truth: int | None = None
+    pages_at_random: int | None = None  # labeled pages in the recorded random draw (the rectified estimate's)
+    noise_mean_bound: float | None = None  # the baseline re-run's mean bound against the baseline
+    noise_flips: int | None = None  # pages whose re-run output differs from the baseline's
 
     @model_validator(mode="before")
     @classmethod
     def _from_schema_2(cls, obj: Any) -> Any:
-        if isinstance(obj, dict) and obj.get("schema_version") == 2:
-            return {**obj, "schema_version": 3}
+        if isinstance(obj, dict) and obj.get("schema_version") in (2, 3):
+            return {**obj, "schema_version": 4}
         return obj
 
 
 PAGES_WORSE_LISTED = 50
 # the issue-27 fields, which a sequential study's verdict rows copy from the document-level verdict of their look
-DOCUMENT_FIELDS = tuple(list(Verdict.model_fields)[list(Verdict.model_fields).index("documents"):])
+DOCUMENT_FIELDS = tuple(list(Verdict.model_fields)[list(Verdict.model_fields).index("documents"):
+                                                    list(Verdict.model_fields).index("method")])
 
 
 def clean(x: float) -> float:
@@ -290,9 +317,13 @@ def explain(v: Verdict, lo: float, hi: float) -> str:
         return (f"every page scored exactly the same on both sides ({v.flips} of {v.pages_compared} outputs "
                 f"changed), {_assumed(v)}" if v.flips else f"every page scored exactly the same on both sides, "
                 f"{_assumed(v)}")
+    if v.method in ("bound", "rectified"):
+        said = _truth_free(v, one)
+        if said:
+            return said
     if v.reason == "too_few_pages":
         return (f"{v.n} paired pages, below the minimum of {v.min_pages} for a calibrated interval: "
-                f"score at least {v.pages_needed} pages")
+                f"score at least {v.pages_needed} pages{_why_count(v)}")
     if v.reason == "too_few_documents":
         return (f"{v.documents} documents, below the minimum of {v.min_documents}: pages of one document are not "
                 f"independent, so score at least {v.documents_needed or v.min_documents} documents")
@@ -321,6 +352,45 @@ def explain(v: Verdict, lo: float, hi: float) -> str:
             + f" would pass a candidate {v.planning_shift or 0:g} worse at {v.power:.0%} power"
             if v.pages_needed else "the observed shift sits on the margin: no number of pages decides it")
     return f"the {v.confidence:.0%} interval crosses the margin {m:.4f}; {need}"
+
+
+def _why_count(v: Verdict) -> str:
+    """Where a page count comes from: the plan at the study's power, never below the rare-failure rule."""
+    D = v.worst_page_damage
+    if D is None or v.rare_failure_pages is None or not D > v.margin:
+        return ""
+    k = D / v.margin
+    return (f" (planned at {v.power:.0%} power, never below the rare-failure rule: a failure that damages one page "
+            f"in {k:.0f} by {D:g} goes unseen in n pages with probability (1 - 1/{k:.0f})^n; ruling it out at "
+            f"{1 - v.alpha:.0%} takes {v.rare_failure_pages} pages)")
+
+
+def _truth_free(v: Verdict, one: str) -> str | None:
+    """The sentence of a verdict decided without truth on some pages (None: the general sentence fits)."""
+    m, mb, up = v.margin, v.mean_bound or 0.0, v.bound_upper or 0.0
+    pages = (f"{v.pages_without_truth} pages judged without truth, {v.pages_with_truth} with"
+             + (f" ({v.pages_at_random} labeled at random)" if v.pages_at_random else ""))
+    less = (f" less {v.excess_lower:.4f}, the least the bound overstates on the pages labeled at random"
+            if v.method == "rectified" else "")
+    if v.reason == "ci_inside_margin":
+        return (f"the outputs alone bound the damage: at most {max(0.0, up - (v.excess_lower or 0.0)):.4f} worse "
+                f"(the mean bound {mb:.4f}, its upper bound {up:.4f}{less}; together a {one} bound), inside the "
+                f"margin {m:.4f}; {pages}")
+    if v.reason == "baseline_unchecked":
+        return (f"the outputs bound the damage inside the margin {m:.4f}, but the baseline's own fitness is shown on "
+                f"{v.pages_with_truth} labeled pages in {v.documents_with_truth} documents: write truth for at least "
+                f"{MIN_LABELED_PAGES} pages in {MIN_LABELED_DOCUMENTS} documents (`quantgate pages label-sample`) so "
+                "that a pass cannot rest on a baseline that cannot read the pages")
+    if v.reason == "bound_exceeds_margin":
+        return (f"the outputs differ too much for their bound alone: the mean bound {mb:.4f} is surely above the "
+                f"margin {m:.4f}; label pages at random (`quantgate pages label-sample`) so the verdict can subtract "
+                f"what the bound overstates, or write truth for every page; {pages}")
+    if v.reason == "ci_straddles_margin":
+        need = (f"; about {v.pages_needed} pages in {v.documents_needed} documents (unlabeled ones count) would "
+                f"decide it at {v.power:.0%} power" if v.pages_needed else "")
+        return (f"the damage's {one} upper bound, {max(0.0, up - (v.excess_lower or 0.0)):.4f} (mean bound "
+                f"{mb:.4f}{less}), crosses the margin {m:.4f}{need}; pages labeled at random sharpen it; {pages}")
+    return None
 
 
 def _assumed(v: Verdict) -> str:

@@ -1,0 +1,72 @@
+"""quantgate.compare_outputs: two systems' outputs, truth for some pages or none, one verdict — no files, no
+servers. Identical outputs pass on unlabeled pages once the baseline is shown on labeled ones; an empty output is
+bounded by the metric's range; truth is used for the rectified estimate only when said to be a random draw; and
+each kind of bad input is one error naming the page."""
+
+import pytest
+
+import quantgate
+from quantgate.errors import DataError, UsageError
+from quantgate.io.outputs import MAX_OUTPUT_BYTES
+from quantgate.schema.verdict import VerdictSettings
+from quantgate.study import outputs
+
+WORDS = "the of and quantized model reads page table figure caption results".split()
+
+
+def _texts(n: int, seed: int = 0) -> dict[str, str]:
+    import random
+
+    r = random.Random(seed)
+    return {f"p{i:04d}": " ".join(r.choice(WORDS) for _ in range(80)) for i in range(n)}
+
+
+def test_identical_outputs_pass_without_truth_once_the_baseline_is_shown():
+    base = _texts(400)
+    truth = {p: t.replace("the", "teh", 1) for p, t in list(base.items())[:30]}
+    v = quantgate.compare_outputs(base, dict(base), truth=truth, labeled_at_random=True,
+                                  settings=VerdictSettings(metric="ned", n_resamples=1000))
+    assert (v.verdict, v.reason, v.method) == ("within_noise", "identical_outputs", "rectified")
+    assert (v.pages_with_truth, v.pages_without_truth, v.mean_bound, v.flips) == (30, 370, 0.0, 0)
+    unchecked = quantgate.compare_outputs(base, dict(base), truth=dict(list(truth.items())[:10]))
+    assert (unchecked.verdict, unchecked.reason) == ("inconclusive", "baseline_unchecked")
+
+
+def test_an_empty_output_is_bounded_by_the_range_and_whitespace_by_nothing():
+    base = _texts(40)
+    cand = dict(base, p0001="", p0002=base["p0002"].replace(" ", "   "))
+    v = outputs.compare_outputs(base, cand, seed=3)
+    assert v.mean_bound == pytest.approx(1 / 40) and v.pages_changed == 2 and v.seed == 3
+
+
+def test_truth_enters_the_rectified_estimate_only_as_a_random_draw():
+    base = _texts(300, seed=1)
+    cand = {p: t.replace("model", "modle", 1) if i % 2 else t for i, (p, t) in enumerate(base.items())}
+    truth = {p: base[p] for p in list(base)[:100]}
+    docs = {p: f"d{i // 4}" for i, p in enumerate(base)}  # 75 documents, 25 of them labeled
+    kw = dict(truth=truth, documents=docs, settings=VerdictSettings(metric="ned", n_resamples=1000))
+    drawn = outputs.compare_outputs(base, cand, labeled_at_random=True, **kw)
+    picked = outputs.compare_outputs(base, cand, labeled_at_random=False, **kw)
+    assert drawn.method == "rectified" and drawn.excess_lower is not None and drawn.pages_at_random == 100
+    assert picked.method == "bound" and picked.excess_lower is None and picked.pages_at_random == 0
+    assert picked.mean_bound == drawn.mean_bound and picked.documents == drawn.documents == 75
+
+
+@pytest.mark.parametrize("change,error,match", [
+    (lambda b, c, kw: c.pop("p0003"), DataError, r"pages differ between baseline and candidate: 1 only in baseline "
+                                                 r"\['p0003'\]"),
+    (lambda b, c, kw: kw.update(truth={"p9999": "x"}), DataError, r"truth: page 'p9999' is not compared"),
+    (lambda b, c, kw: c.update(p0004=b"bytes"), DataError, r"candidate: page 'p0004' is bytes, not text"),
+    (lambda b, c, kw: b.update(p0005="a\x00b"), DataError, r"baseline: page 'p0005' contains a NUL byte"),
+    (lambda b, c, kw: c.update(p0006="x" * (MAX_OUTPUT_BYTES + 1)), DataError, r"candidate: page 'p0006' is over 1 MiB"),
+    (lambda b, c, kw: kw.update(documents={"p0000": "d"}), DataError, r"documents: page 'p0001' has no document"),
+    (lambda b, c, kw: kw.update(labeled_at_random=True), UsageError, r"labeled_at_random: no truth given"),
+    (lambda b, c, kw: kw.update(settings=VerdictSettings(metric="ned"), margin=0.02), UsageError, "not both"),
+    (lambda b, c, kw: kw.update(metric="checks"), UsageError, r"metric 'checks' scores against checks"),
+])
+def test_bad_input_is_one_error_naming_the_page(change, error, match):
+    base = _texts(10)
+    cand, kw = dict(base), {}
+    change(base, cand, kw)
+    with pytest.raises(error, match=match):
+        outputs.compare_outputs(base, cand, **kw)
