@@ -255,7 +255,7 @@ def _rehash(rep, st, out: Path, where: str) -> None:
     from quantgate.schema.run import RunManifest
     from quantgate.schema.variant import VariantManifest
     from quantgate.study.lmeval import lmeval_files
-    from quantgate.study.verdicts import relative_inside, required_files, used_score_files
+    from quantgate.study.verdicts import relative_inside, required_files, used_bound_files, used_score_files
 
     problems = []
 
@@ -295,7 +295,9 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         problems.append(f"{where}: inputs.pages {rep.inputs.pages!r} has no hash in inputs.files")
     elif files[rep.inputs.pages] != rep.provenance.pageset_sha256:
         problems.append(f"{where}: inputs.files and provenance.pageset_sha256 disagree on {rep.inputs.pages}")
-    needed = used_score_files(st) + required_files(st)
+    # the truth-free bounds: in every study that counts its pages with and without truth (summary.json 4); an older
+    # folder has none, and is still gated on what it has
+    needed = used_score_files(st) + required_files(st) + (used_bound_files(st) if rep.truth is not None else [])
     if st.lm_eval and not problems:
         needed += [relative_inside(f, out) or str(f) for f in lmeval_files(st, out)]
     lacking = [f for f in needed if f not in files]

@@ -208,10 +208,11 @@ def bound_files(st: Study, out: Path) -> list[str]:
     """Beyond the score files, what a reported claim rests on (the gate binds every claim): each variant's
     run.json (speeds, kernels, the server command), requests.jsonl (the outputs scored and shown), speed.jsonl (a
     speed level's waves), its decode profiles under speed/ and quantgate.json
-    (recipe, sizes, formats, weight hashes); the page set's pageset.json when it lies in the folder; the lm-eval page
-    task's files. Study-relative; those that must exist are ``required_files``."""
+    (recipe, sizes, formats, weight hashes); the truth-free bounds beside the score files (``used_bound_files``); the
+    page set's pageset.json when it lies in the folder; the lm-eval page task's files. Study-relative; those that
+    must exist are ``required_files``."""
     out = Path(out)
-    files = required_files(st)
+    files = required_files(st) + used_bound_files(st)  # the truth-free bounds, bound like the scores
     if (out / "pages" / "pageset.json").is_file():
         files.append("pages/pageset.json")
     # the speed waves the speed-up intervals are computed from
@@ -231,9 +232,8 @@ def bound_files(st: Study, out: Path) -> list[str]:
 
 
 def required_files(st: Study) -> list[str]:
-    runs = [f for v in st.variants for f in (f"runs/{v.name}/run.json", f"runs/{v.name}/requests.jsonl",
+    return [f for v in st.variants for f in (f"runs/{v.name}/run.json", f"runs/{v.name}/requests.jsonl",
                                              f"variants/{v.name}/quantgate.json")]
-    return runs + used_bound_files(st)  # the truth-free bounds, bound like the scores
 
 
 def verdict_inputs(st: Study, out: Path, pages_file: Path) -> VerdictInputs:

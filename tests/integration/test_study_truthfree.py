@@ -111,3 +111,23 @@ def test_gate_binds_the_bound_files(finished, tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = gate(out)
     assert res.code == INVALID and "scores/cand-c1.bounds.jsonl" in res.lines[0], res.lines
+
+
+def test_a_folder_from_before_the_bounds_is_still_gated(tmp_path):
+    """A schema-3 summary (no counts, no bounds files) is gated on what it has; a schema-4 one must bind its bounds."""
+    from quantgate.gate.check import PASS
+    from tests.support.study_folder import finished_study
+
+    out = finished_study(tmp_path / "s", {"fp8": 0.0})
+    summary = json.loads((out / "summary.json").read_text())
+    kept = dict(summary)
+    for f in [f for f in summary["inputs"]["files"] if f.endswith(".bounds.jsonl")]:
+        (out / f).unlink()
+        del summary["inputs"]["files"][f]
+    old = {k: v for k, v in summary.items() if k not in ("truth", "truth_free", "largest_bounds")}
+    (out / "summary.json").write_text(json.dumps({**old, "schema_version": 3}))
+    assert gate(out).code == PASS
+    # the same folder claiming schema 4's counts without its bounds files is not
+    (out / "summary.json").write_text(json.dumps({**kept, "inputs": summary["inputs"]}))
+    res = gate(out)
+    assert res.code == INVALID and "inputs.files lists no hash for scores/fp8-c1.bounds.jsonl" in res.lines[0], res.lines
