@@ -23,6 +23,7 @@ from quantgate.commands import (
     tune,
     warm,
 )
+from quantgate.commands._fields import describe_verbs, emit_deprecations
 from quantgate.errors import QuantgateError
 
 EPILOG = """\
@@ -43,6 +44,11 @@ examples:
 
 
 class _Parser(argparse.ArgumentParser):
+    def parse_known_args(self, args=None, namespace=None):
+        ns, rest = super().parse_known_args(args, namespace)
+        emit_deprecations(ns)  # after the whole line parsed: a refused one shows only its error
+        return ns, rest
+
     def error(self, message: str):  # one line, no usage dump
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
@@ -55,7 +61,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     for verb in (init, study, attest, pages, quantize, sensitivity, tune, serve, speed, scoring, lmeval, doctor, warm):
         verb.register(sub)  # handlers import the library lazily: `quantgate --help` starts in well under a second
+    describe_verbs(p)
     return p
+
+
+def _one_line_deprecations() -> None:
+    """An old flag or study key still read (``errors.DeprecatedSpelling``) is said as one ``warning:`` line, not as
+    Python's warning with a source line; other warnings are shown as before."""
+    import warnings
+
+    from quantgate.errors import DeprecatedSpelling
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DeprecatedSpelling):
+            print(f"quantgate: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "WARNING")
     import quantgate.speed.report  # noqa: F401
     import quantgate.tune.report  # noqa: F401
+    _one_line_deprecations()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -49,3 +49,8 @@ class DataError(InputError):
     text (sysexits' EX_DATAERR)."""
 
     exit_code = 65
+
+
+class DeprecatedSpelling(FutureWarning):
+    """An old name of a flag or a study key, still read for one release. The command line prints it as one
+    ``warning:`` line; library callers see an ordinary FutureWarning."""

@@ -23,6 +23,11 @@ MAX_PAGE_PIXELS = 64_000_000
 MIN_PAGE_SIDE = 64  # the synthesizer's smallest legible page side
 
 
+# one help text for the flag every verb that loads a checkpoint has
+TRUST_REMOTE_CODE_HELP = ("load a checkpoint whose config names its own Python code (auto_map) and run that code; "
+                          "refused without it — give it only for a checkpoint you trust")
+
+
 def print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 

@@ -15,7 +15,7 @@ def register(sub) -> None:
                        "the vLLM command (--vllm-cmd or $QUANTGATE_VLLM, e.g. '/opt/vllm/bin/vllm' or "
                        "'python3 -m vllm.entrypoints.cli.main') answers --version.")
     d.add_argument("--vllm-cmd", default=None, help="command that runs vLLM's CLI (default: $QUANTGATE_VLLM)")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print the findings as JSON")
     d.set_defaults(func=cmd_doctor)
 
 

@@ -6,27 +6,25 @@ import argparse
 import shutil
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, nonnegative_int, unit_interval
+from quantgate.commands._args import existing_path
 
 
 def register(sub) -> None:
+    from quantgate.commands.pages import add_import_flags
+
     i = sub.add_parser("init", help="write a study YAML for your checkpoint and pages",
                        description="Inspect a checkpoint (architecture, size, which recipe presets apply, what stays "
-                       "BF16) and pages (a page set, or a folder of images/PDFs that init imports into a page set "
-                       "beside the YAML), then write a commented study YAML — variants, metrics, margins, concurrency "
-                       "levels and SLO for the backend — that `quantgate study` runs as written.",
+                       "BF16) and pages (a page set, or images/PDFs that init imports into a page set beside the YAML, "
+                       "as `pages import` does, with the same flags), then write a commented study YAML — variants, "
+                       "metrics chosen from what the truth holds, margins, concurrency levels and SLO for the backend "
+                       "— that `quantgate study` runs as written. Every path and the output folder are checked before "
+                       "the model is loaded; a rerun reuses the pages it imported, or says --overwrite.",
                        epilog="example: quantgate init --model ./ckpt --pages ./pdfs --truth ./md -o study.yaml "
                        "(to try it: --model quantgate/assets/reader, the bundled reader)")
     i.add_argument("--model", required=True, type=existing_path, help="BF16 checkpoint folder (safetensors)")
     i.add_argument("--pages", required=True, type=existing_path,
                    help="a page set (pages.jsonl) or images/PDFs (a file or a folder) to import")
-    i.add_argument("--truth", type=existing_path, help="when importing: folder of <page id>.md/.txt ground truth")
-    i.add_argument("--checks", type=existing_path, action="append",
-                   help="when importing: olmOCR-bench style JSONL of checks; repeat for several files")
-    i.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
-                   help="when importing: share of documents for calibration, in [0, 1] (default 0.2; as `pages import`)")
-    i.add_argument("--split-seed", type=nonnegative_int, default=0,
-                   help="when importing: the split's seed, >= 0 (default 0; `pages import --seed`)")
+    add_import_flags(i)
     i.add_argument("--pages-out", type=Path, help="where imported pages go (default: pages/ beside the YAML)")
     i.add_argument("--backend", choices=["transformers", "vllm", "openai"], default="transformers",
                    help="how variants are served (default transformers: CPU or one GPU; vllm for speed)")
@@ -34,16 +32,37 @@ def register(sub) -> None:
                    "where they apply)")
     i.add_argument("--name", help="study name (default: the model folder's name)")
     i.add_argument("-o", "--output", type=Path, default=Path("study.yaml"), help="YAML to write (default study.yaml)")
-    i.add_argument("--overwrite", action="store_true", help="replace an existing YAML")
+    i.add_argument("--overwrite", action="store_true", help="replace an existing YAML and import the pages again")
     i.set_defaults(func=cmd_init)
 
 
 def cmd_init(a: argparse.Namespace) -> int:
-    from quantgate.errors import InputError
-    from quantgate.study.init import check_variants, inspect_model, prepare_pages, render_study, write_study
+    from quantgate.errors import UsageError
+    from quantgate.study.init import (
+        ImportRequest,
+        check_variants,
+        inspect_model,
+        pages_target,
+        prepare_pages,
+        render_study,
+        truth_folder,
+        write_study,
+    )
 
-    if a.output.exists() and not a.overwrite:  # before importing anything
-        raise InputError(f"-o {a.output}: exists; choose another path or pass --overwrite")
+    # everything that can be refused from the files alone, before the model is inspected (seconds to minutes)
+    if a.output.exists() and not a.overwrite:
+        raise UsageError(f"-o {a.output}: exists (an earlier init?); pass --overwrite to write it again, or choose "
+                         "another path")
+    if not a.model.is_dir():
+        raise UsageError(f"--model {a.model}: not a folder; give a Hugging Face checkpoint folder (config.json + "
+                         "*.safetensors)")
+    req = ImportRequest(truth=a.truth, checks=a.checks, calibration_fraction=a.calibration_fraction,
+                        split_seed=a.split_seed, document_pattern=a.document_pattern, tags=a.tag)
+    target, reuse = pages_target(a.pages, a.output.resolve().parent, req, import_to=a.pages_out,
+                                 overwrite=a.overwrite)
+    if a.truth is not None and not reuse:
+        with truth_folder(a.truth):  # OmniDocBench's JSON read whole now: a bad one is refused before the model
+            pass
     variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "bf16"] if a.variants else None
     mf = inspect_model(a.model)
     check_variants(mf, variants)  # before importing anything
@@ -51,13 +70,13 @@ def cmd_init(a: argparse.Namespace) -> int:
           f"presets that apply: {', '.join(sorted(mf.presets))}; vision encoder + projector: {mf.vision_bf16} modules")
     made = _missing_folders(a.output.resolve().parent)
     try:
-        pf = prepare_pages(a.pages, a.output.resolve().parent, a.model, truth=a.truth, checks=a.checks,
-                           import_to=a.pages_out, calibration_fraction=a.calibration_fraction,
-                           split_seed=a.split_seed)
+        pf = prepare_pages(a.pages, target, a.model, req, reuse=reuse, overwrite=a.overwrite)
     except BaseException:
         _remove_if_empty(made)  # a refused init leaves no empty -o folder behind
         raise
-    if pf.imported:
+    if pf.reused:
+        print(f"pages: reusing {pf.path}, imported earlier from the same files and split (--overwrite imports again)")
+    elif pf.imported:
         print(f"imported: {pf.imported}")
     print(f"pages: {pf.n} ({pf.heldout} held out, {pf.heldout_truth} with truth, {pf.heldout_checks} checks; "
           f"{pf.calibration} for calibration)")
@@ -67,7 +86,7 @@ def cmd_init(a: argparse.Namespace) -> int:
         text = render_study(mf, pf, a.output, a.backend, variants, a.name)
         write_study(a.output, text, overwrite=a.overwrite)
     except BaseException:
-        if pf.imported:  # no YAML: the pages imported for it go too
+        if pf.imported and not pf.reused:  # no YAML: the pages imported for it go too
             shutil.rmtree(pf.path, ignore_errors=True)
         _remove_if_empty(made)
         raise

@@ -4,7 +4,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, int_range, nonnegative_int, positive_float, positive_int
+from quantgate.commands._args import existing_path, int_range, positive_float
+from quantgate.commands._fields import yaml_flag
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
@@ -21,9 +22,12 @@ def register(sub) -> None:
     s.add_argument("--include-path", type=existing_path, help="folder of local task YAML (dataset_path: json)")
     s.add_argument("--page-task", type=existing_path, metavar="PAGES", help="also run quantgate_page_heading on "
                    "this page set's held-out split")
-    s.add_argument("--limit", type=positive_int, help="at most N documents per task (N >= 1)")
-    s.add_argument("--concurrent", type=positive_int, default=1, help="requests in flight, >= 1 (lm-eval num_concurrent)")
-    s.add_argument("-o", "--output", required=True, type=Path)
+    from quantgate.schema.study import LmEvalSpec, Study
+
+    yaml_flag(s, LmEvalSpec, "limit")
+    yaml_flag(s, LmEvalSpec, "concurrent")
+    s.add_argument("-o", "--output", required=True, type=Path, help="folder for lm-eval's results, per-sample logs "
+                   "and response cache")
     add_backend_flags(s)
     s.set_defaults(func=cmd_lmeval)
 
@@ -32,11 +36,11 @@ def register(sub) -> None:
                        "(1.0 = parity, oriented by the metric's direction) and a paired bootstrap verdict over "
                        "the logged samples, against a declared margin (non-inferiority, one-sided 95%%; fewer than "
                        "30 samples: inconclusive). Exit 0 all within noise, 1 any regression, 2 any inconclusive.")
-    c.add_argument("baseline", type=existing_path)
-    c.add_argument("candidate", type=existing_path)
+    c.add_argument("baseline", type=existing_path, help="the baseline's `quantgate lmeval -o` folder")
+    c.add_argument("candidate", type=existing_path, help="the candidate's `quantgate lmeval -o` folder")
     c.add_argument("--margin", type=positive_float, default=None, help="declared margin in the metrics' units, a "
                    "finite number > 0 (default 0.02, as a study's lm_eval.margin)")
-    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
+    yaml_flag(c, Study, "bootstrap_seed", "--seed")
     c.add_argument("--min-pages", type=int_range(2), default=None, help="samples below which a verdict is "
                    "inconclusive (default: the calibrated 30; lower only for smoke tests, at least 2)")
     c.add_argument("--min-documents", type=int_range(2), default=None, help="samples (each its own document) below "
@@ -44,12 +48,12 @@ def register(sub) -> None:
     c.add_argument("--worst-sample-damage", type=positive_float, default=None, metavar="D",
                    help="declare that no sample is damaged by more than D (the metric's units): the rare-failure rule "
                         "then needs about 3·D/margin samples instead of 3·range/margin (docs/statistics.md)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     c.set_defaults(func=cmd_compare)
 
 
 def cmd_lmeval(a: argparse.Namespace) -> int:
-    from quantgate.errors import InputError
+    from quantgate.errors import UsageError
     from quantgate.lmeval import PAGE_TASK, run_lmeval, write_page_task
     from quantgate.schema.run import DEFAULT_PROMPT
 
@@ -57,7 +61,7 @@ def cmd_lmeval(a: argparse.Namespace) -> int:
     include = a.include_path
     if a.page_task:
         if include:
-            raise InputError("--page-task writes its own include path; run your --include-path tasks separately")
+            raise UsageError("--page-task writes its own include path; run your --include-path tasks separately")
         include = write_page_task(a.page_task, a.output / "task", prompt=DEFAULT_PROMPT)
         tasks.append(PAGE_TASK)
     backend = backend_from_args(a, variant=str(a.variant))
@@ -83,7 +87,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     if a.min_documents:
         more["min_documents"] = a.min_documents
     more["worst_sample_damage"] = a.worst_sample_damage
-    rows = compare_lmeval(a.baseline, a.candidate, default_margin=margin, seed=a.seed, **more)
+    rows = compare_lmeval(a.baseline, a.candidate, default_margin=margin, seed=a.bootstrap_seed, **more)
     if a.json:
         print(json.dumps([r.model_dump() for r in rows], indent=2))
     else:

@@ -3,7 +3,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, int_range, positive_int, print_json
+from quantgate.commands._args import TRUST_REMOTE_CODE_HELP, existing_path, int_range, print_json
+from quantgate.commands._fields import yaml_flag
 
 
 def register(sub) -> None:
@@ -13,10 +14,10 @@ def register(sub) -> None:
     rs = r.add_subparsers(dest="recipes_verb", metavar="ACTION", required=True, parser_class=type(r))
     rs.add_parser("list", help="preset recipes").set_defaults(func=cmd_recipes_list)
     s = rs.add_parser("show", help="print a preset or recipe file")
-    s.add_argument("name")
+    s.add_argument("name", help="a preset's name or a recipe file")
     s.set_defaults(func=cmd_recipes_show)
     v = rs.add_parser("validate", help="check a recipe file (and, with --model, that every rule matches)")
-    v.add_argument("file", type=existing_path)
+    v.add_argument("file", type=existing_path, help="recipe YAML to check")
     v.add_argument("--model", type=existing_path, help="also resolve it against this model")
     v.set_defaults(func=cmd_recipes_validate)
 
@@ -24,11 +25,11 @@ def register(sub) -> None:
                        description="Print every Linear module with its kind (vision, projector, attention, "
                        "linear_attention, mlp, lm_head), shape and planned format, then totals per format and the "
                        "estimated checkpoint size. Reads no weights.")
-    p.add_argument("model", type=existing_path)
+    p.add_argument("model", type=existing_path, help="BF16 checkpoint folder (safetensors)")
     p.add_argument("--recipe", required=True, help="preset name or YAML file")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--quantized-only", action="store_true", help="hide BF16 rows in the table")
-    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE_HELP)
     p.add_argument("--allow-pickle-files", action="store_true", help="ignore .bin/.pt/.pth/.pkl/.ckpt files in MODEL "
                    "instead of refusing the folder (they are never loaded: quantgate reads safetensors only)")
     p.set_defaults(func=cmd_plan)
@@ -38,11 +39,14 @@ def register(sub) -> None:
                        "model's processor and chat template), run llmcompressor oneshot, save compressed-tensors, "
                        "verify every module against the plan, and write quantgate.json. Rerunning with the same inputs "
                        "reuses the variant.")
-    q.add_argument("model", type=existing_path)
-    q.add_argument("--recipe", required=True)
-    q.add_argument("-o", "--output", required=True, type=Path)
+    q.add_argument("model", type=existing_path, help="BF16 checkpoint folder (safetensors)")
+    q.add_argument("--recipe", required=True, help="a preset's name (`quantgate recipes list`) or a recipe YAML")
+    q.add_argument("-o", "--output", required=True, type=Path, help="variant folder to write")
     q.add_argument("--calibration", type=existing_path, help="page set (its calibration split is used)")
-    q.add_argument("--samples", type=positive_int, help="calibration pages, >= 1 (default from the recipe, 32)")
+    from quantgate.schema.study import Study
+
+    yaml_flag(q, Study, "calibration_samples", "--samples", default=None,
+              default_says="the recipe's calibration.samples, 32 for the presets")
     q.add_argument("--max-seq-len", type=int_range(64), help="longest calibration sample in tokens, "
                    ">= 64 (default from the recipe, 4096)")
     q.add_argument("--prompt", help="the study's prompt, used for calibration")
@@ -56,8 +60,9 @@ def register(sub) -> None:
     q.add_argument("--pipeline", choices=["basic", "sequential", "independent"],
                    help="llmcompressor pipeline; 'sequential' holds one decoder layer on the accelerator at a time")
     q.add_argument("--text-only", action="store_true", help="calibrate on truth text without images")
-    q.add_argument("--overwrite", action="store_true")
-    q.add_argument("--trust-remote-code", action="store_true")
+    q.add_argument("--overwrite", action="store_true", help="replace a variant in the output folder built from "
+                   "other inputs (the same inputs are reused, not rebuilt)")
+    q.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE_HELP)
     q.add_argument("--allow-pickle-files", action="store_true", help="ignore .bin/.pt/.pth/.pkl/.ckpt files in MODEL "
                    "instead of refusing the folder (they are never loaded: quantgate reads safetensors only)")
     q.set_defaults(func=cmd_quantize)
@@ -114,7 +119,7 @@ def cmd_quantize(a) -> int:
 
     caps = parse_max_memory(a.max_memory) if a.max_memory else None  # before any work
 
-    m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.samples, max_seq_len=a.max_seq_len,
+    m = quantize(a.model, a.recipe, a.output, calibration=a.calibration, samples=a.calibration_samples, max_seq_len=a.max_seq_len,
                  prompt=a.prompt, pipeline=a.pipeline, text_only=a.text_only or None, overwrite=a.overwrite,
                  trust_remote_code=a.trust_remote_code, allow_pickle_files=a.allow_pickle_files, device=a.device,
                  devices=a.devices, max_memory=caps, log=lambda s: print(s, file=sys.stderr))

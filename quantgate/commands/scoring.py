@@ -8,30 +8,29 @@ from quantgate.commands._args import (
     concurrency_level,
     existing_path,
     float_range,
-    int_range,
-    nonnegative_int,
     print_json,
 )
+from quantgate.commands._fields import DeprecatedConst, yaml_flag
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_RESAMPLES
 
 DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
 _margin = float_range(0, lo_open=True, why=" (for exact equality use --exact)")
-_resamples = int_range(MIN_RESAMPLES, why=" (a 5% tail needs at least ~1,000 resamples)")
 # above 0 here; against the margin and the metric's range where the metric is known (schema.metrics.check_setting)
 _damage = float_range(0, lo_open=True, why=" in the metric's units (the most one page can be damaged)")
 _floor = float_range(0, lo_open=False, why=" (the baseline's own mean score, within the metric's range)")
 _shift = float_range(0, lo_open=False, why=" (how much worse the candidate may truly be; below the margin)")
-_min_documents = int_range(2, why=" (documents are the statistical unit)")
 
 
 def register(sub) -> None:
     s = sub.add_parser("score", help="score predictions (a run, or a folder of .md files) against a page set",
                        description="Score each page's prediction against its truth and checks. PREDICTIONS is a "
-                       "run folder (its requests.jsonl) or a folder of <page_id>.md/.txt from any parser. Empty or "
-                       "failed predictions get the metric's worst value and are counted.")
+                       "run folder (its requests.jsonl) or a folder of any system's outputs: <page id>.md/.txt, "
+                       "OmniDocBench's <image stem>.md, olmOCR-bench's <pdf>_pg<N>_repeat<K>.md (repeats scored "
+                       "and averaged, as olmOCR-bench does; docs/study.md). A page without a prediction is listed "
+                       "and scored as empty (the metric's worst value).")
     s.add_argument("--pages", required=True, type=existing_path, help="page-set folder")
-    s.add_argument("--predictions", required=True, type=existing_path)
+    s.add_argument("--predictions", required=True, type=existing_path,
+                   help="a run folder (requests.jsonl) or a folder of output files, searched in sub-folders too")
     s.add_argument("-o", "--output", required=True, type=Path, help="scores.jsonl to write")
     s.add_argument("--metrics", default=None, help="comma list (default: ned,cer,wer,bow_f1,table_teds,checks); 'omnidoc' adds "
                    "OmniDocBench's block-matched family (omnidoc_text_edit, …; docs/metrics.md)")
@@ -60,19 +59,22 @@ end the outer of it and Student-t. --noise (the baseline scored again, e.g. at a
 on the same pages) gives the noise floor: shown beside the verdict, never added to the margin.
 Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
                        epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
-    c.add_argument("baseline", type=existing_path)
-    c.add_argument("candidate", type=existing_path)
-    c.add_argument("--metric", required=True)
+    c.add_argument("baseline", type=existing_path, help="the baseline's scores.jsonl (`quantgate score -o`)")
+    c.add_argument("candidate", type=existing_path, help="the candidate's scores.jsonl, scored on the same pages")
+    c.add_argument("--metric", required=True, help="the one metric judged, e.g. ned (`score --metrics` scores several)")
     c.add_argument("--noise", type=existing_path, help="scores of a second baseline run on the same pages")
     c.add_argument("--margin", type=_margin, default=None,
                    help="declared margin in the metric's units, > 0 (default: the metric's, listed below)")
-    t = c.add_mutually_exclusive_group()
-    t.add_argument("--equivalence", action="store_true",
-                   help="two-sided: both ends inside ±margin (a candidate suspiciously *better* fails too)")
-    t.add_argument("--exact", action="store_true",
-                   help="pass only when every page's output text is identical (by the score files' output_sha256)")
-    c.add_argument("--seed", type=nonnegative_int, default=0, help="resampling seed, >= 0 (default 0)")
-    c.add_argument("--resamples", type=_resamples, default=10_000, help="bootstrap resamples, >= 1000 (default 10000)")
+    from quantgate.schema.study import Study
+
+    yaml_flag(c, Study, "test")
+    c.add_argument("--equivalence", dest="test", action=DeprecatedConst, const="equivalence", new="--test VALUE",
+                   help="deprecated: --test equivalence")
+    c.add_argument("--exact", dest="test", action=DeprecatedConst, const="exact", new="--test VALUE",
+                   help="deprecated: --test exact")
+    yaml_flag(c, Study, "bootstrap_seed", "--seed")
+    yaml_flag(c, Study, "resamples")
+    yaml_flag(c, Study, "min_pages")
     c.add_argument("--allow-missing", action="store_true", help="compare only pages present in every file")
     c.add_argument("--worst-page-damage", type=_damage, default=None,
                    help="declare that no page is damaged by more than this (metric units; default: the metric's range, "
@@ -82,12 +84,11 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
     c.add_argument("--baseline-floor", type=_floor, default=None,
                    help="the baseline's own mean score past which the verdict is baseline_unfit (default: the "
                         "metric's, e.g. ned 0.5, checks 0.2)")
-    c.add_argument("--min-documents", type=_min_documents, default=MIN_DOCUMENTS,
-                   help=f"fewest documents for a decisive verdict, >= 2 (default {MIN_DOCUMENTS})")
+    yaml_flag(c, Study, "min_documents")
     c.add_argument("--expected-shift", type=_shift, default=0.0,
                    help="planning alternative of pages_needed: how much worse the candidate may truly be, metric "
                         "units, >= 0 and below the margin (default 0)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="print the verdict as JSON")
     c.set_defaults(func=cmd_compare)
 
 
@@ -117,8 +118,14 @@ def cmd_score(a: argparse.Namespace) -> int:
 
         # whole-set values over the model's outputs: a page whose request failed is left out, as in the rows
         omnidoc = set_scores(model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed})
+    missing = [r.page_id for r in rows if r.error == "missing"]
+    if missing:  # listed, not only counted: a system that skipped pages is judged on them as empty
+        print(f"warning: {len(missing)} page(s) of split {a.split} have no prediction in {a.predictions}, scored as "
+              f"empty (the metric's worst value): {', '.join(missing[:20])}" + (" …" if len(missing) > 20 else ""),
+              file=sys.stderr)
     if a.json:
-        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "not_scored": failed,
+        print_json({"pages": len(rows), "empty": n_empty, "missing": n_missing, "missing_pages": missing,
+                    "not_scored": failed,
                     "truncated": truncated,
                     "metrics": [x.model_dump() | {"not_scored": len(rows) - x.n} for x in summ]}
                    | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {}))
@@ -157,17 +164,13 @@ EXIT = {"within_noise": 0, "regression": 1, "not_equivalent": 1, "inconclusive":
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from quantgate.errors import InputError
     from quantgate.judge.compare import compare_files
     from quantgate.schema.verdict import VerdictSettings
 
-    if a.equivalence and a.exact:
-        raise InputError("--equivalence and --exact are different tests: pick one")
-    test = "exact" if a.exact else "equivalence" if a.equivalence else "non_inferiority"
-    settings = VerdictSettings(metric=a.metric, margin=a.margin, seed=a.seed, n_resamples=a.resamples, test=test,
-                               worst_page_damage=a.worst_page_damage, worst_document_damage=a.worst_document_damage,
-                               baseline_floor=a.baseline_floor, min_documents=a.min_documents,
-                               expected_shift=a.expected_shift)
+    settings = VerdictSettings(metric=a.metric, margin=a.margin, seed=a.bootstrap_seed, n_resamples=a.resamples,
+                               test=a.test, min_pages=a.min_pages, worst_page_damage=a.worst_page_damage,
+                               worst_document_damage=a.worst_document_damage, baseline_floor=a.baseline_floor,
+                               min_documents=a.min_documents, expected_shift=a.expected_shift)
     v = compare_files(a.baseline, a.candidate, settings, noise=a.noise, allow_missing=a.allow_missing)
     if a.json:
         print_json(v.model_dump())

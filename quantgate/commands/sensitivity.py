@@ -9,7 +9,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, float_range, int_range, positive_float, positive_int, print_json
+from quantgate.commands._args import (
+    TRUST_REMOTE_CODE_HELP,
+    existing_path,
+    float_range,
+    int_range,
+    positive_float,
+    positive_int,
+    print_json,
+)
+from quantgate.commands._fields import yaml_flag
 
 SENS_EPILOG = """\
 how it works:
@@ -53,15 +62,19 @@ def register(sub) -> None:
                        "quantizing that group alone — KL divergence of next-token distributions against BF16, "
                        "teacher-forced on the calibration pages — and its size in bytes and modelled decode time.",
                        epilog=SENS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("model", type=existing_path)
+    s.add_argument("model", type=existing_path, help="the BF16 checkpoint folder (safetensors)")
     s.add_argument("--calibration", required=True, type=existing_path,
                    help="page set; its calibration split is measured on (pages with truth text are fastest)")
     s.add_argument("--formats", default="fp8,nvfp4,w4a16,w2a16",
                    help="comma-separated: fp8, fp8-static, nvfp4, nvfp4a16, w4a16, w2a16 (default fp8,nvfp4,w4a16,w2a16)")
     s.add_argument("-o", "--output", required=True, type=Path, help="sensitivity JSON to write")
-    s.add_argument("--samples", type=positive_int, default=16, help="calibration pages to use (default 16)")
+    from quantgate.schema.study import Study
+
+    yaml_flag(s, Study, "calibration_samples", "--samples", default=16,
+              default_says="16, fewer than a quantization's: each page is read once per format")
     s.add_argument("--max-new-tokens", type=positive_int, default=256, help="longest BF16 answer scored per page (default 256)")
-    s.add_argument("--max-seq-len", type=int_range(64), default=4096)
+    s.add_argument("--max-seq-len", type=int_range(64), default=4096, help="longest calibration sample in tokens, "
+                   ">= 64 (default 4096)")
     s.add_argument("--prompt", help="the study's prompt (default: quantgate's markdown prompt)")
     s.add_argument("--allow-vision", action="store_true", help="also measure vision blocks and the projector")
     s.add_argument("--keep-bf16", action="append", metavar="REGEX",
@@ -74,7 +87,7 @@ def register(sub) -> None:
     s.add_argument("-v", "--verbose", action="store_true",
                    help="show third-party output (progress bars, warnings) instead of keeping it in OUTPUT.log")
     s.add_argument("--overwrite", action="store_true", help="discard an earlier run's records with other inputs")
-    s.add_argument("--trust-remote-code", action="store_true")
+    s.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE_HELP)
     s.set_defaults(func=cmd_sensitivity)
 
     r = sub.add_parser("recommend", help="per-group formats that hurt least under a size/bits/speed budget → recipe",
@@ -82,7 +95,10 @@ def register(sub) -> None:
                        "sensitivity file under a budget, exactly (a 0/1 program solved by scipy's milp), and write it "
                        "as a quantgate recipe with each group's damage and the reason for its format as comments.",
                        epilog=REC_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("sensitivity", type=existing_path)
+    r.add_argument("old_sensitivity", nargs="?", type=existing_path, metavar="SENSITIVITY",
+                   help="deprecated: give it as --sensitivity (as `tune` does)")
+    r.add_argument("--sensitivity", type=existing_path, metavar="FILE",
+                   help="the sensitivity JSON (`quantgate sensitivity -o`)")
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (4.1MB, 3GB)")
     g.add_argument("--effective-bits", type=float_range(0, 16, lo_open=True), metavar="B", help="average bits per quantizable weight")
@@ -107,7 +123,7 @@ def cmd_sensitivity(a) -> int:
     from quantgate.sensitivity.report import format_table
 
     keep = None if a.keep_bf16 is None else [k for k in a.keep_bf16 if k]
-    options = SensitivityOptions(formats=parse_formats(a.formats), samples=a.samples, max_new_tokens=a.max_new_tokens,
+    options = SensitivityOptions(formats=parse_formats(a.formats), samples=a.calibration_samples, max_new_tokens=a.max_new_tokens,
                                  max_seq_len=a.max_seq_len, prompt=a.prompt, allow_vision=a.allow_vision,
                                  keep_bf16=keep, bandwidth_gbps=a.bandwidth, batch_pages=a.batch_pages, device=a.device,
                                  overwrite=a.overwrite, trust_remote_code=a.trust_remote_code)
@@ -140,6 +156,21 @@ def _speed_table(a) -> dict:
             "speed_concurrency": a.speed_concurrency}
 
 
+def _sensitivity_file(a) -> None:
+    """``recommend --sensitivity FILE``, or the positional it replaces (deprecated), not both."""
+    from quantgate.errors import UsageError
+
+    if a.old_sensitivity is not None:
+        if a.sensitivity is not None:
+            raise UsageError(f"recommend: {a.old_sensitivity} (positional, deprecated) and --sensitivity "
+                             f"{a.sensitivity} both name the sensitivity file; give it once, as --sensitivity")
+        print("quantgate: warning: recommend SENSITIVITY is deprecated, use --sensitivity SENSITIVITY (the old "
+              "spelling goes in the next release)", file=sys.stderr)
+        a.sensitivity = a.old_sensitivity
+    if a.sensitivity is None:
+        raise UsageError("recommend: give the sensitivity file as --sensitivity FILE")
+
+
 def cmd_recommend(a) -> int:
     from quantgate.io.fileio import atomic_write_text
     from quantgate.sensitivity import check_model, load_sensitivity, parse_size
@@ -148,6 +179,7 @@ def cmd_recommend(a) -> int:
     from quantgate.sensitivity.report import format_choice
     from quantgate.sensitivity.write import recipe_yaml
 
+    _sensitivity_file(a)
     sens = load_sensitivity(a.sensitivity)
     if a.model:
         check_model(sens, a.model, str(a.sensitivity))

@@ -8,10 +8,8 @@ from quantgate.commands._args import (
     concurrency_list,
     existing_path,
     float_range,
-    positive_float,
-    positive_int,
-    timeout_seconds,
 )
+from quantgate.commands._fields import yaml_flag
 from quantgate.serve.backends.derive import add_backend_flags, backend_from_args
 
 
@@ -24,16 +22,17 @@ def register(sub) -> None:
                        epilog="vLLM lives in its own environment: --vllm-cmd '/opt/vllm/bin/vllm' or "
                        "QUANTGATE_VLLM='python3 -m vllm.entrypoints.cli.main'.")
     s.add_argument("variant", type=Path, help="model folder (for --backend openai: the served model name)")
-    s.add_argument("--pages", required=True, type=existing_path)
+    s.add_argument("--pages", required=True, type=existing_path, help="page-set folder whose pages are sent")
     s.add_argument("-o", "--output", required=True, type=Path, help="run folder")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
     s.add_argument("--concurrency", type=concurrency_list, default=[1], help="levels, e.g. 1,8,32 (default 1)")
-    s.add_argument("--max-tokens", type=positive_int, default=1024, help="output tokens per page, >= 1 (default 1024)")
+    from quantgate.schema.study import Study
+
+    yaml_flag(s, Study, "max_tokens")
     s.add_argument("--prompt", default=None, help="instruction sent with each page image")
-    s.add_argument("--slo", type=positive_float, default=10.0, help="p90 latency SLO in seconds, > 0 (default 10)")
-    s.add_argument("--timeout", type=timeout_seconds, default=600.0, help="per-request timeout in seconds, > 0 and "
-                   "at most a day (default 600)")
-    s.add_argument("--limit", type=positive_int, help="only the first N pages of the split (N >= 1)")
+    yaml_flag(s, Study, "slo_s", "--slo")
+    yaml_flag(s, Study, "timeout_s", "--timeout")
+    yaml_flag(s, Study, "limit")
     s.add_argument("--waves", type=float_range(0, 1e6, lo_open=True), help="speed sweeps: send only ceil(WAVES x concurrency) pages per level "
                    "(at least 3) instead of every page at every level; 0 < WAVES <= 1e6")
     s.add_argument("--ignore-eos", action="store_true", help="ask the server to generate exactly --max-tokens "
@@ -60,7 +59,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
     try:
         options = ServeOptions(split=a.split, concurrency=a.concurrency, max_tokens=a.max_tokens, prompt=a.prompt,
-                               slo_s=a.slo, timeout_s=a.timeout, limit=a.limit, overwrite=a.overwrite,
+                               slo_s=a.slo_s, timeout_s=a.timeout_s, limit=a.limit, overwrite=a.overwrite,
                                ignore_eos=a.ignore_eos, waves=a.waves)
         m = serve_variant(a.variant, a.pages, backend, a.output, options,
                           ServeHooks(on_level=on_level, log=lambda s: print(s, file=sys.stderr)))

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from quantgate.commands._args import existing_path, int_range
+from quantgate.commands._fields import yaml_flag
 from quantgate.commands.scoring import DEFAULT_MARGINS
+from quantgate.errors import QuantgateError, UsageError
 
 if TYPE_CHECKING:  # the parser is built without the library; the commands import it when they run
     from quantgate.io.console import Console
@@ -59,7 +61,7 @@ def register(sub) -> None:
                        "(quantize, server starts, generation, quantgate's own overhead). Margins, "
                        "seed, resamples and min_pages are checked before any work starts. Stop it anywhere; rerun "
                        "to resume. See docs/study.md for the YAML.")
-    s.add_argument("study", type=existing_path)
+    s.add_argument("study", type=existing_path, help="the study YAML (`quantgate init` writes one)")
     s.add_argument("-o", "--output", type=Path, help="output folder (default: the study's 'output')")
     s.add_argument("--ray", metavar="ADDRESS", help="run each variant's quantize and server on a Ray cluster (host:6379, "
                    "ray://host:10001 or auto; over the study's cluster.ray); the output folder must be on storage "
@@ -67,8 +69,24 @@ def register(sub) -> None:
     _verbose_flag(s)
     s.set_defaults(func=cmd_study)
 
-    r = sub.add_parser("report", help="rebuild report.md/html and junit.xml from summary.json")
-    r.add_argument("out", type=existing_path)
+    r = sub.add_parser("report", help="rebuild report.md/html and junit.xml from summary.json, or report on other "
+                       "systems' outputs",
+                       description="Rebuild a study folder's report.md, report.html and junit.xml from its summary.json "
+                       "(after a gate says the summary checks out, or with a newer quantgate's report layout); nothing "
+                       "is served, scored or judged again. With --predictions: score other systems' output folders "
+                       "(as `score --predictions` names them) against --pages, judge each against the first on "
+                       "--metric, and write OUT/report.md (the outcome first, then verdicts, pages without output and "
+                       "worst pages) and OUT/comparison.json.")
+    r.add_argument("out", type=Path, help="a study folder (its summary.json); with --predictions, the folder to write")
+    r.add_argument("--predictions", type=existing_path, nargs="+", metavar="FOLDER",
+                   help="output folders of other systems, the BASELINE first (e.g. sys/marker sys/mistral)")
+    r.add_argument("--pages", type=existing_path, help="with --predictions: the page set the outputs are of")
+    r.add_argument("--metric", default="ned", help="with --predictions: the one metric judged (default ned)")
+    r.add_argument("--split", default="heldout", help="with --predictions: calibration, heldout or all (default "
+                   "heldout)")
+    from quantgate.schema.study import Study
+
+    yaml_flag(r, Study, "min_pages", help_extra=" (with --predictions)")
     r.set_defaults(func=cmd_report)
 
     g = sub.add_parser("gate", help="exit code for a release pipeline, from a finished study folder",
@@ -84,7 +102,8 @@ min_pages and test; require summary.json to hold exactly those verdicts. Then:
   3  invalid: summary.json missing, malformed or from another schema; the study incomplete; a verdict
      missing, extra or unlike what the files give; a bad margin; any file changed (one line names it)
 docs/study.md explains the family rule.""")
-    g.add_argument("out", type=existing_path)
+    g.add_argument("out", type=existing_path, help="the study folder to check (its summary.json and the files it "
+                   "binds)")
     g.add_argument("--metrics", help="comma list of metrics to check (default: all; every verdict is still remade "
                    "and compared with summary.json)")
     g.add_argument("--variants", help="comma list of variants to check (default: all)")
@@ -99,8 +118,6 @@ docs/study.md explains the family rule.""")
                    "Sign only in the trusted job that ran the study (docs/security.md)")
     g.add_argument("--attestation", type=Path, metavar="PATH", help="where --sign writes (default "
                    "OUT/attestation.intoto.json)")
-    g.add_argument("--allow-readable-key", action="store_true", help="sign with a private key that group or others "
-                   "can read (refused by default, as ssh refuses one: `chmod 600 KEY` instead)")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -109,15 +126,50 @@ docs/study.md explains the family rule.""")
                        "variant) at concurrency 1 — BF16 again at 2, its noise run — and run lm-eval's offline "
                        "page-heading task through the same server, score, compare with BF16 and write the report. "
                        "No network.")
-    d.add_argument("-o", "--output", type=Path, default=Path("demo-out"))
+    d.add_argument("-o", "--output", type=Path, default=Path("demo-out"), help="study folder (default demo-out)")
     d.add_argument("--pages", type=int_range(2), default=40, help="synthetic pages, >= 2 (about "
                    "80%% held out; default 40); fewer than the verdict's held-out minimum asks for is warned about")
-    d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2")
+    d.add_argument("--variants", default="bf16,fp8-dynamic,nvfp4,mixed,harmful-int2",
+                   help="comma list of presets; the FIRST is the baseline the others are judged against (default "
+                   "bf16,fp8-dynamic,nvfp4,mixed,harmful-int2)")
     d.add_argument("--min-pages", type=int_range(2), default=None,
                    help="judge on fewer pages than the calibrated minimum of 30 (at least 2): for smoke tests with "
                    "small --pages only; the report and the gate say the verdicts are not calibrated")
     _verbose_flag(d)
     d.set_defaults(func=cmd_demo)
+
+
+def _report_systems(a: argparse.Namespace) -> int:
+    from quantgate.io.fileio import atomic_write_json, atomic_write_text
+    from quantgate.reports.systems import render_systems_markdown
+    from quantgate.schema.verdict import VerdictSettings
+    from quantgate.study.systems import compare_systems
+
+    if a.pages is None:
+        raise UsageError("report --predictions: give the page set the outputs are of as --pages")
+    settings = VerdictSettings(metric=a.metric, min_pages=a.min_pages)
+    cmp = compare_systems(a.pages, a.predictions, settings, a.split)  # everything judged before anything is written
+    a.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(a.out / "comparison.json", cmp.model_dump())
+    atomic_write_text(a.out / "report.md", render_systems_markdown(cmp))
+    for s in cmp.systems[1:]:
+        assert s.verdict is not None
+        print(f"{s.name:<20} {s.verdict.verdict:<13} ({s.verdict.reason}) {s.verdict.message}")
+    print(f"{cmp.outcome}: {a.out}/report.md, comparison.json")
+    return 0
+
+
+def _reports_edited(out: Path) -> bool:
+    """Whether report.md is not what summary.json renders: edited (or written by another quantgate) after the
+    study. Only then is the gate's note on the files it does not vouch for worth a reader's time."""
+    from quantgate.reports.markdown import render_markdown
+    from quantgate.reports.sections import markdown as section_markdown
+    from quantgate.schema.summary import load_summary
+
+    try:
+        return (out / "report.md").read_text("utf-8") != render_markdown(load_summary(out), section_markdown(out))
+    except (OSError, UnicodeDecodeError, QuantgateError):
+        return True
 
 
 def _verbose_flag(p) -> None:
@@ -201,6 +253,12 @@ def cmd_study(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from quantgate.reports import load_summary, write_reports
 
+    if a.predictions:
+        return _report_systems(a)
+    if a.pages is not None:
+        raise UsageError("report: --pages goes with --predictions (other systems' output folders)")
+    if not a.out.is_dir():
+        raise UsageError(f"report {a.out}: no such study folder")
     rep = load_summary(a.out)
     write_reports(rep, a.out)
     print(f"rebuilt {a.out}/report.md, report.html, junit.xml")
@@ -214,7 +272,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
     if a.sign:  # a bad key ends the gate before it runs: nothing judged, nothing written
         from quantgate.gate.attest import load_private_key
 
-        key = load_private_key(a.sign, a.allow_readable_key)
+        key = load_private_key(a.sign)
     metrics, variants = a.metrics.split(",") if a.metrics else None, a.variants.split(",") if a.variants else None
     code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study)
     if code is GateCode.INVALID:
@@ -222,7 +280,8 @@ def cmd_gate(a: argparse.Namespace) -> int:
         return code
     for line in lines:
         print(line)
-    print(NOT_VOUCHED)  # what the gate did not re-derive (quantgate.gate.check)
+    if _reports_edited(a.out):
+        print(NOT_VOUCHED)  # what the gate did not re-derive (quantgate.gate.check), said when it matters
     print({GateCode.PASS: "PASS", GateCode.REGRESSION: "FAIL: regression",
            GateCode.INCONCLUSIVE: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
     if key is not None:

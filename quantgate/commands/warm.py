@@ -15,7 +15,7 @@ def register(sub) -> None:
                        "image), and show the machine cache every study shares: vLLM's compile cache and built "
                        "variants (~/.cache/quantgate, or $QUANTGATE_CACHE_DIR; 'none' turns it off).")
     w.add_argument("--vllm-cmd", default=None, help="command that runs vLLM's CLI (default: $QUANTGATE_VLLM)")
-    w.add_argument("--json", action="store_true")
+    w.add_argument("--json", action="store_true", help="print the result as JSON")
     w.set_defaults(func=cmd_warm)
 
 

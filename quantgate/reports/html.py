@@ -47,8 +47,33 @@ def _font_context():
 
 
 def _plots(r: Summary) -> list[tuple[str, str]]:
-    with _font_context():
-        return _figures(r)
+    import logging
+
+    # matplotlib's font manager logs each fallback of a CJK font's weight ("findfont: Failed to find font weight
+    # normal for WenQuanYi Zen Hei, now using 500") as a warning, which Python prints on the console when nothing
+    # configured logging: the substitution is the intended one, so only its errors are let through while plotting
+    log = logging.getLogger("matplotlib.font_manager")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with _font_context():
+            return _figures(r)
+    finally:
+        log.setLevel(level)
+
+
+def _half_width(vs) -> float:
+    """The verdict plot's x range, ±this: the margins, noise floors and deltas, and the interval ends the bootstrap
+    bounded, with room around them. An end it could not bound (``lower_bound_from: unbounded``, or at the metric's
+    whole range) would stretch the axis to ±1 and squash the margin against zero: it is drawn as an arrow instead."""
+    xs = [v.margin for v in vs] + [v.noise_floor or 0.0 for v in vs] + [abs(v.delta) for v in vs]
+    for v in vs:
+        good_end = v.ci_high if v.higher_is_better else v.ci_low  # the side a better candidate moves to
+        for end in (v.ci_low, v.ci_high):
+            unbounded = end == good_end and v.lower_bound_from == "unbounded"
+            if not unbounded and abs(end) < 1.0:
+                xs.append(abs(end))
+    return 1.25 * max(xs)
 
 
 def _figures(r: Summary) -> list[tuple[str, str]]:

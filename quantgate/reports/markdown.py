@@ -35,7 +35,7 @@ def test_line(r: Summary) -> str:
              else f"sequentially (overall one-sided {1 - alpha:.0%} per side; each verdict's bounds at the nominal "
                   "level of the look it was decided at, see Sequential verdicts)")
     return (f"Test: **{TEST[st['test']]}** against each metric's declared margin, {level} (seeded bootstrap, "
-            f"{st['resamples']} resamples, seed {st['seed']}). The noise floor is how far the baseline moves against itself when re-run (a one-sided "
+            f"{st['resamples']} resamples, seed {st.get('bootstrap_seed', st.get('seed'))}). The noise floor is how far the baseline moves against itself when re-run (a one-sided "
             f"{1 - alpha:.0%} bound): shown, never added to the margin; above the margin the verdict is "
             f"inconclusive. Fewer than {st['min_pages']} pages: inconclusive. Regressions are called after Holm's "
             f"adjustment over the study's {len(vs)} verdicts (p Holm); pages needed: at {vs[0].power:.0%} power, "

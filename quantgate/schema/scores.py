@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantgate.schema.base import FieldError, Record
 
-RESERVED = ("page_id", "empty", "error", "output_sha256", "document", "truncated")
+RESERVED = ("page_id", "empty", "error", "output_sha256", "document", "truncated", "repeats")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -32,6 +32,9 @@ class ScoreRow(BaseModel):
     # the output was cut at max_tokens (finish_reason "length", often a repetition loop): the model's own failure,
     # scored as given and flagged; absent (false) in files scored before quantgate recorded it
     truncated: bool = False
+    # outputs of the page scored, each metric their mean (several runs of one system, olmOCR-bench's
+    # <pdf>_pg<N>_repeat<K>.md); absent (1) in files scored before quantgate kept repeats
+    repeats: int = Field(1, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -48,6 +51,9 @@ class ScoreRow(BaseModel):
         h = obj.get("output_sha256")
         if h is not None and not (isinstance(h, str) and _HEX64.match(h)):
             raise FieldError((), f"output_sha256 = {h!r} is not a sha256 hex digest")
+        rep = obj.get("repeats", 1)
+        if isinstance(rep, bool) or not isinstance(rep, int) or rep < 1:
+            raise FieldError((), f"repeats = {rep!r} is not a whole number >= 1 (the outputs scored for the page)")
         if not isinstance(obj.get("truncated", False), bool):
             raise FieldError((), f"truncated = {obj['truncated']!r} is not true or false")
         for k, v in obj.items():
@@ -83,6 +89,8 @@ class ScoreRow(BaseModel):
             head["document"] = self.document
         if self.truncated:
             head["truncated"] = True
+        if self.repeats > 1:
+            head["repeats"] = self.repeats
         return head | self.metrics
 
 

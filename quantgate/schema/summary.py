@@ -40,11 +40,19 @@ class StudyEcho(BaseModel):
     metrics: list[str] = Field(min_length=1)
     margins: dict[str, float]
     split: str
-    seed: int
+    bootstrap_seed: int
     resamples: int
     min_pages: int
     test: TestName
     slo_s: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, obj: Any) -> Any:
+        # a summary written before the study's `seed` was named `bootstrap_seed` (schema.study.RENAMED_KEYS)
+        if isinstance(obj, dict) and "seed" in obj and "bootstrap_seed" not in obj:
+            obj = {("bootstrap_seed" if k == "seed" else k): v for k, v in obj.items()}
+        return obj
 
 
 class VariantVerdict(Verdict):

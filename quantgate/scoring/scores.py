@@ -16,6 +16,7 @@ from quantgate.schema.base import parse_record
 from quantgate.schema.run import RequestRecord
 from quantgate.schema.scores import ScoreRow
 from quantgate.scoring.metrics import Metric, score_one
+from quantgate.scoring.predictions import Repeats, prediction_files, read_prediction
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,12 @@ class Output:
         return cls(r.output or "", truncated=r.truncated)
 
 
-Prediction = str | Output | None  # a plain text (a parser's file); None: a request that failed, unclassified
+# a plain text (a parser's file); several outputs of one page (olmOCR-bench's repeats); None: a request that failed,
+# unclassified
+Prediction = str | Repeats | Output | None
 
 
-def _output(pred: Prediction) -> Output:
+def _output(pred: str | Output | None) -> Output:
     if isinstance(pred, Output):
         return pred
     return Output(None, failed="request failed") if pred is None else Output(pred)
@@ -48,7 +51,8 @@ def _output(pred: Prediction) -> Output:
 def load_predictions(path: Path, ps: PageSet, split: str | None = None,
                      concurrency: int | None = None) -> dict[str, Prediction]:
     """page id → its :class:`Output` (a run folder: its ``requests.jsonl``; ``concurrency`` picks one level,
-    default the lowest) or its text (a folder of ``<page_id>.md``/``.txt`` files from any parser)."""
+    default the lowest) or its text (a folder of any system's output files, named by the rules of
+    :mod:`quantgate.scoring.predictions`; several repeats of a page as :class:`Repeats`)."""
     path = Path(path)
     wanted = {p.id for p in ps.split(split)}
     if (path / "requests.jsonl").is_file():
@@ -63,24 +67,36 @@ def load_predictions(path: Path, ps: PageSet, split: str | None = None,
             raise InputError(f"{path}: no requests at concurrency {level}; recorded levels: {sorted(by_level)}")
         preds = {k: v for k, v in by_level[level].items() if k in wanted}
     elif path.is_dir():
-        preds: dict[str, Prediction] = {}
-        for f in sorted(path.iterdir()):
-            if f.suffix in (".md", ".txt") and f.stem in wanted:
-                try:
-                    preds[f.stem] = f.read_bytes().decode("utf-8")
-                except UnicodeDecodeError:
-                    raise InputError(f"{f}: prediction is not UTF-8") from None
+        preds = {}
+        for pid, files in prediction_files(path, {p.id for p in ps.pages}).items():
+            if pid in wanted:  # a page of another split is named correctly, and not scored here
+                texts = tuple(read_prediction(f) for f in files)
+                preds[pid] = Repeats(texts) if len(texts) > 1 else texts[0]
     else:
         raise InputError(f"{path}: neither a run folder (requests.jsonl) nor a folder of <page_id>.md/.txt files")
     if not preds:
-        raise InputError(f"{path}: no predictions match the pages of {ps.root} (split {split or 'all'}); "
-                         "are the file names the page ids?")
+        raise InputError(f"{path}: no predictions for the pages of {ps.root} in split {split or 'all'}; the files "
+                         "name pages of another split, or none")
     return preds
 
 
 def model_texts(preds: Mapping[str, Prediction]) -> dict[str, str]:
-    """page id → the model's text, for the pages whose request did not fail (what a whole-set value averages)."""
-    return {pid: out.text or "" for pid, out in ((k, _output(v)) for k, v in preds.items()) if out.failed is None}
+    """page id → the model's text, for the pages whose request did not fail (what a whole-set value averages).
+    Of a page's repeats, the first: OmniDocBench's whole-set values have no notion of repeats."""
+    first = {k: v.texts[0] if isinstance(v, Repeats) else v for k, v in preds.items()}
+    return {pid: out.text or "" for pid, out in ((k, _output(v)) for k, v in first.items()) if out.failed is None}
+
+
+def _repeats_row(p, reps: Repeats, metrics: list[Metric], truth, omnidoc) -> ScoreRow:
+    """One row for several outputs of a page: each metric the mean over the repeats (None where it applies to
+    none), the hash over the repeats' hashes in order (what ``compare --exact`` compares)."""
+    values = {}
+    for m in metrics:
+        vals = [v for v in (score_one(m, t, truth, p.checks, omnidoc) for t in reps.texts) if v is not None]
+        values[m.name] = sum(vals) / len(vals) if vals else None
+    digest = hashlib.sha256("".join(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in reps.texts).encode())
+    return ScoreRow(page_id=p.id, document=p.document, empty=not any(t.strip() for t in reps.texts),
+                    output_sha256=digest.hexdigest(), repeats=len(reps.texts), **values)
 
 
 def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metric], split: str | None = None,
@@ -99,8 +115,10 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
         if p.id not in preds:
             row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
                            **{m.name: score_one(m, None, truth, p.checks, omnidoc) for m in metrics})
+        elif isinstance(pred := preds[p.id], Repeats):
+            row = _repeats_row(p, pred, metrics, truth, omnidoc)
         else:
-            out = _output(preds[p.id])
+            out = _output(pred)
             error: Literal["request failed"] | None = None if out.failed is None else "request failed"
             text = out.text
             row = ScoreRow(page_id=p.id, document=p.document, empty=error is None and not (text or "").strip(),

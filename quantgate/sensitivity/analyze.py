@@ -136,7 +136,7 @@ class _Analysis:
 
         formats = parse_formats(o.formats)
         if o.samples < 1 or o.batch_pages < 1 or o.max_new_tokens < 1:
-            raise InputError("--samples, --batch-pages and --max-new-tokens must be at least 1")
+            raise InputError("--calibration-samples, --batch-pages and --max-new-tokens must be at least 1")
         if o.bandwidth_gbps is not None and o.bandwidth_gbps <= 0:
             raise InputError(f"--bandwidth {o.bandwidth_gbps}: must be a positive number of GB/s")
         keep_bf16 = DEFAULT_KEEP_BF16 if o.keep_bf16 is None else o.keep_bf16
@@ -382,5 +382,5 @@ def thin_calibration(pages: int, tokens: int) -> str | None:
         return None
     return (f"thin calibration: the KL of every group is measured on {pages} page(s) and {tokens} answer token(s) "
             f"(fewer than {THIN_PAGES} pages or {THIN_TOKENS} tokens); the ranking of groups may not hold on other "
-            "pages — give more calibration pages (--samples, a larger calibration split) or longer answers "
+            "pages — give more calibration pages (--calibration-samples, a larger calibration split) or longer answers "
             "(--max-new-tokens)")

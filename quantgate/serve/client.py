@@ -282,7 +282,7 @@ async def _warm_up(client: aiohttp.ClientSession, spec: RequestSpec, load: Calla
             await _one(client, spec, chat_body(spec, url))
     except TimeoutError:
         return (f"not sent: the warm-up request got no answer within {spec.timeout_s:g} s (a stalled server; "
-                "raise --timeout if it is only slow)")
+                "raise --timeout-s (timeout_s) if it is only slow)")
     except Exception:  # noqa: BLE001 — see above
         pass
     return None

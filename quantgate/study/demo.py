@@ -30,7 +30,7 @@ def demo_study(pages: int, variants: list[str], min_pages: int | None = None) ->
         # transformers serve answers one request at a time, so a second speed level would only repeat the
         # first: every variant is served at concurrency 1, the baseline again at 2 as its noise run
         "concurrency": [1], "noise_concurrency": 2, "max_tokens": 48, "metrics": ["ned", "cer", "bow_f1"],
-        "margins": MARGINS, "seed": 0, "resamples": 10000,
+        "margins": MARGINS, "bootstrap_seed": 0, "resamples": 10000,
         # 32 held-out pages, each its own document, cannot rule out a rare failure at the default worst
         # page damage (the range: 299 pages at a 0.01 margin). The demo declares that no page is damaged by more
         # than 0.1 (29 pages at 0.01, 14 at 0.02); every verdict says so, and a page damaged by more refutes it

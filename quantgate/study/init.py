@@ -12,14 +12,21 @@ import json
 import math
 import os
 import re
-import shlex
-import shutil
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from quantgate.errors import InputError
+from quantgate.study.init_pages import (  # noqa: F401  (init's page side, named here for its callers)
+    ImportRequest,
+    PageFacts,
+    _too_few,
+    pages_target,
+    prepare_pages,
+    truth_folder,
+)
 
 # Presets a study proposes by default (the demo's set); the harmful ones exist for gate tests.
 PROPOSED = ("fp8-dynamic", "nvfp4", "mixed")
@@ -27,7 +34,6 @@ PROPOSED = ("fp8-dynamic", "nvfp4", "mixed")
 # above it, 1.5x the longest truth is a truth tokenized badly (a byte-level toy tokenizer) or a page no parser
 # should answer in one request, and every request's budget — and a runaway output's time — would follow it.
 MAX_TOKENS_CAP = 8192
-_TABLE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+", re.M)  # a markdown table's separator row
 
 
 @dataclass
@@ -39,21 +45,6 @@ class ModelFacts:
     vision_bf16: int  # vision encoder + projector modules, kept BF16 by every proposed preset
     presets: dict[str, dict]  # applicable preset → {formats, quantized, compression, calibration}
     not_applicable: dict[str, str]  # preset → why not
-
-
-@dataclass
-class PageFacts:
-    path: Path
-    n: int
-    heldout: int
-    calibration: int
-    heldout_truth: int
-    heldout_checks: int
-    tables: bool
-    truth_tokens_max: int | None
-    imported: str | None = None  # the `pages import` command init ran, if it imported
-    heldout_documents: int = 0
-    warnings: list[str] = field(default_factory=list)
 
 
 def inspect_model(model: Path) -> ModelFacts:
@@ -87,95 +78,6 @@ def inspect_model(model: Path) -> ModelFacts:
     return ModelFacts(model, (cfg.get("architectures") or ["?"])[0], mm.total_params,
                       sum(f.stat().st_size for f in model.glob("*.safetensors")),
                       sum(1 for m in mm.modules if m.kind in ("vision", "projector")), presets, refused)
-
-
-def _token_counter(model: Path):
-    """Token counts by the model's own tokenizer (``tokenizer.json``), else about 3 characters a token."""
-    f = model / "tokenizer.json"
-    if f.is_file():
-        try:
-            from tokenizers import Tokenizer
-
-            tok = Tokenizer.from_file(str(f))
-            return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
-        except Exception:  # noqa: BLE001 — an unreadable tokenizer only loses the estimate's precision
-            pass
-    return lambda text: math.ceil(len(text) / 3)
-
-
-def prepare_pages(pages: Path, out_dir: Path, model: Path, *, truth: Path | None = None, checks: list[Path] | None = None,
-                  import_to: Path | None = None, calibration_fraction: float = 0.2, split_seed: int = 0) -> PageFacts:
-    """A page set as is, or a folder/file of images and PDFs imported into ``import_to`` (split by
-    ``calibration_fraction`` and ``split_seed``, as `pages import` splits)."""
-    from quantgate.heldout.importer import ImportOptions, import_pages
-    from quantgate.io.pageset import load_pageset
-
-    pages = Path(pages)
-    imported, import_warnings = None, []
-    if (pages / "pages.jsonl").is_file():
-        if truth or checks:
-            raise InputError(f"--pages {pages}: is a page set already; --truth and --checks apply when importing "
-                             "images or PDFs (re-import with `quantgate pages import` to change them)")
-        pset_dir = pages
-    else:
-        pset_dir = Path(import_to) if import_to else out_dir / "pages"
-        if pset_dir.exists() and any(pset_dir.iterdir()):
-            raise InputError(f"{pset_dir}: exists and is not empty; init imports the pages there — remove it, or pass "
-                             "--pages-out DIR, or give the existing page set as --pages")
-        opts = ImportOptions(truth_dir=truth, checks_file=checks, calibration_fraction=calibration_fraction,
-                             seed=split_seed)
-        import_warnings = import_pages([pages], pset_dir, opts).warnings
-        imported = " ".join(["quantgate pages import", shlex.quote(str(pages)), "-o", shlex.quote(str(pset_dir))]
-                            + (["--truth", shlex.quote(str(truth))] if truth else [])
-                            + [f"--calibration-fraction {calibration_fraction:g}", f"--seed {split_seed}"]
-                            + [x for c in checks or [] for x in ("--checks", shlex.quote(str(c)))])
-    try:
-        facts = _page_facts(load_pageset(pset_dir), model, imported)
-        facts.warnings[:0] = import_warnings  # pages without truth or checks, by id: not dropped silently
-        return facts
-    except BaseException:
-        if imported:  # refused: the pages init imported go too
-            shutil.rmtree(pset_dir, ignore_errors=True)
-        raise
-
-
-def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
-    pset_dir = ps.root
-    held = ps.split("heldout")
-    truths = [t for t in (ps.truth_text(p) for p in held) if t is not None]
-    facts = PageFacts(pset_dir, len(ps.pages), len(held), len(ps.split("calibration")), len(truths),
-                      sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported,
-                      heldout_documents=len({_document(p) for p in held}))
-    if not held:
-        raise InputError(f"{pset_dir}: no held-out pages to score ({facts.n} page(s), all in the calibration split); "
-                         "import more pages or a smaller --calibration-fraction")
-    if not truths and not facts.heldout_checks:
-        raise InputError(f"{pset_dir}: no held-out page has truth or checks, so nothing can be scored; give "
-                         "--truth DIR (<page id>.md files) or --checks FILE (olmOCR-bench JSONL)")
-    if truths:
-        count = _token_counter(Path(model))
-        facts.truth_tokens_max = max(count(t) for t in truths)
-    facts.warnings += _too_few(facts)
-    return facts
-
-
-def _document(page) -> str:
-    # the document a page belongs to: its own field where pages carry one, else the file it came from (one PDF)
-    return getattr(page, "document", None) or page.source.file
-
-
-def _too_few(facts: PageFacts) -> list[str]:
-    """What the verdict's own minimums (``judge.clustered``) say about the held-out split, in its words."""
-    from quantgate.judge.clustered import MIN_DOCUMENTS, MIN_PAGES
-
-    out = []
-    if facts.heldout < MIN_PAGES:
-        out.append(f"only {facts.heldout} held-out page(s): a verdict needs at least {MIN_PAGES} scored pages, so every "
-                   "verdict will be inconclusive (too_few_pages); add pages")
-    if facts.heldout_documents < MIN_DOCUMENTS:
-        out.append(f"only {facts.heldout_documents} held-out document(s) (pages of one source file count as one): a "
-                   f"verdict needs at least {MIN_DOCUMENTS} documents (too_few_documents); add documents")
-    return out
 
 
 def default_margin(metric: str) -> tuple[float, str]:
@@ -229,8 +131,8 @@ def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, v
             raise InputError(f"--variants {', '.join(dropped)}: need calibration pages and {pf.path} has none in its "
                              "calibration split")
         chosen = [v for v in chosen if v not in dropped]
-    metrics = (["ned", "cer", "bow_f1"] if pf.heldout_truth else []) + (["table_teds"] if pf.tables else []) \
-        + (["checks"] if pf.heldout_checks else [])
+    chosen_metrics = choose_metrics(pf)
+    metrics = [m for names, _ in chosen_metrics for m in names]
     margins = {m: default_margin(m) for m in metrics}
     gpu = _cuda()
     L: list[str] = [
@@ -293,19 +195,37 @@ def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, v
         L.append(max_tokens_line(pf.truth_tokens_max))
     else:
         L.append("max_tokens: 4096  # no truth to size it from: a full page of markdown")
-    L.append(f"metrics: {_flow(metrics)}  # " + "; ".join(
-        x for x in ["ned, cer, bow_f1 from the truth files" if pf.heldout_truth else "",
-                    "table_teds: the truth has tables" if pf.tables else "",
-                    "checks: olmOCR-bench checks on the pages" if pf.heldout_checks else ""] if x))
+    L.append("# The metrics, from what the held-out pages' truth holds:")
+    L += [f"#   {', '.join(names)}: {why}" for names, why in chosen_metrics]
+    L.append(f"metrics: {_flow(metrics)}")
     srcs = sorted({src for _, src in margins.values()})
     L += [f"# Non-inferiority margins ({' / '.join(srcs)}): a variant is within noise only when the 90% interval of its",
           "# mean difference from BF16 shows it at worst one margin worse (one-sided at 95%; `test: equivalence` also",
           "# fails a variant suspiciously better; docs/statistics.md). Set them to what your users notice.",
           f"margins: {_flow({m: v for m, (v, _) in margins.items()})}",
-          "seed: 0", f"output: {_flow(name + '-out')}",
+          "bootstrap_seed: 0", f"output: {_flow(name + '-out')}",
           "# lm-eval beside the pages (docs/lmeval.md): the page-heading task, or your own tasks. Uncomment to add:",
           f"# lm_eval: {{page_task: true, limit: {min(32, pf.heldout)}, margin: 0.05}}"]
     return "\n".join(L) + "\n"
+
+
+def choose_metrics(pf: PageFacts) -> list[tuple[list[str], str]]:
+    """(metrics, why) for each kind of truth the held-out pages hold."""
+    from quantgate.schema.metrics import METRICS
+
+    out = []
+    if pf.heldout_truth:
+        out.append((["ned", "cer", "bow_f1"], f"{pf.heldout_truth} page(s) have truth text (whole-page edit distance, "
+                    "character error rate, bag-of-words F1)"))
+    if pf.tables:
+        out.append((["table_teds"], "the truth has tables (HTML or pipe tables), scored by tree edit distance"))
+    if pf.omnidoc:
+        family = [m for m, spec in METRICS.items() if spec.family == "omnidoc"]
+        out.append((family, f"{pf.omnidoc} page(s) have OmniDocBench block records (layout_dets), scored "
+                    "block-matched as OmniDocBench does"))
+    if pf.heldout_checks:
+        out.append((["checks"], f"{pf.heldout_checks} olmOCR-bench check(s) on the pages (share passed)"))
+    return out
 
 
 def max_tokens_line(truth_tokens_max: int) -> str:
@@ -321,7 +241,6 @@ def max_tokens_line(truth_tokens_max: int) -> str:
 
 def write_study(yaml_path: Path, text: str, overwrite: bool = False) -> None:
     """Validate the text as a study (the same loader `quantgate study` uses), then write it atomically."""
-    import tempfile
 
     from quantgate.io.fileio import atomic_write_text
     from quantgate.study.spec import load_study

@@ -190,4 +190,4 @@ def test_cli_score_and_compare(tmp_path, synth_pageset):
     empty.mkdir()
     (empty / "unrelated.md").write_text("x")
     r = run("score", "--pages", str(synth_pageset), "--predictions", str(empty), "-o", str(tmp_path / "e.jsonl"))
-    assert r.returncode == 2 and "no predictions match" in r.stderr
+    assert r.returncode == 65 and "unrelated.md: names no page of the page set" in r.stderr  # the file named

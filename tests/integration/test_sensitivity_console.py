@@ -18,7 +18,7 @@ def test_thin_calibration_is_said_and_library_output_goes_to_the_log(tmp_path):
     assert n_cal >= 1
     out = tmp_path / "sens.json"
     p = subprocess.run([sys.executable, "-m", "quantgate", "sensitivity", str(READER), "--calibration", str(pages),
-                        "--formats", "w4a16", "--samples", "1", "--max-new-tokens", "16", "-o", str(out)],
+                        "--formats", "w4a16", "--calibration-samples", "1", "--max-new-tokens", "16", "-o", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "thin calibration" in p.stdout and "on 1 page(s)" in p.stdout

@@ -354,7 +354,7 @@ def _qg(*args):
     return subprocess.run([sys.executable, "-m", "quantgate", *args], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("flag,value", [("--resamples", "0"), ("--resamples", "-5"), ("--seed", "-1"),
+@pytest.mark.parametrize("flag,value", [("--resamples", "0"), ("--resamples", "-5"), ("--bootstrap-seed", "-1"),
                                         ("--margin", "nan"), ("--margin", "-1"), ("--margin", "inf"),
                                         ("--margin", "0")])
 def test_cli_refuses_bad_numbers(flag, value):
@@ -367,7 +367,7 @@ def test_cli_refuses_bad_numbers(flag, value):
 def test_cli_compare_json_and_text():
     g = GOLDEN
     r = _qg("compare", str(g / "baseline.jsonl"), str(g / "candidate.jsonl"), "--metric", "ned", "--noise",
-            str(g / "noise.jsonl"), "--seed", "7", "--json")
+            str(g / "noise.jsonl"), "--bootstrap-seed", "7", "--json")
     v = json.loads(r.stdout)
     assert r.returncode == 2 and v["reason"] == "noise_exceeds_margin" and v["margin"] == 0.01
     old_keys = ("schema_version", "metric", "higher_is_better", "verdict", "n", "baseline_mean", "candidate_mean",

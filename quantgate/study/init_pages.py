@@ -1,0 +1,200 @@
+"""The pages side of ``quantgate init``: where the page set will be (checked from the files alone, before the
+model is loaded), importing images/PDFs with `pages import`'s own options (OmniDocBench's JSON staged as a truth
+folder), reusing an earlier init's identical import, and the facts the study YAML is written from."""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from quantgate.errors import InputError
+
+_TABLE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+|<table[\s>]", re.M | re.I)  # a pipe table's separator row, or HTML
+
+
+@dataclass
+class PageFacts:
+    path: Path
+    n: int
+    heldout: int
+    calibration: int
+    heldout_truth: int
+    heldout_checks: int
+    tables: bool
+    truth_tokens_max: int | None
+    imported: str | None = None  # the `pages import` command init ran, if it imported
+    heldout_documents: int = 0
+    warnings: list[str] = field(default_factory=list)
+    omnidoc: int = 0  # held-out pages whose truth has an OmniDocBench block record (the omnidoc_* metrics read it)
+    reused: bool = False  # the page set an earlier init imported with the same sources and split, taken as is
+
+
+@dataclass
+class ImportRequest:
+    """How init imports images/PDFs given as ``--pages`` (the flags it shares with ``pages import``)."""
+
+    truth: Path | None = None  # a folder of <page id>.md/.txt, or OmniDocBench's JSON
+    checks: list[Path] | None = None
+    calibration_fraction: float = 0.2
+    split_seed: int = 0
+    document_pattern: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def truth_folder(truth: Path | None) -> Iterator[Path | None]:
+    """``--truth`` as the folder the importer reads: a folder as given; OmniDocBench's JSON read whole and staged as
+    one (``<id>.md`` + ``<id>.omnidoc.json`` per page) in a temporary folder, removed afterwards. A JSON that is not
+    OmniDocBench's is refused here, naming the file, before anything is imported or loaded."""
+    if truth is None or not (Path(truth).is_file() and Path(truth).suffix.lower() == ".json"):
+        yield truth
+        return
+    from quantgate.scoring.omnidoc.truth import write_truth_files
+
+    with tempfile.TemporaryDirectory(prefix="quantgate-omnidoc-truth.") as staged:
+        write_truth_files(truth, Path(staged))
+        yield Path(staged)
+
+
+def _token_counter(model: Path):
+    """Token counts by the model's own tokenizer (``tokenizer.json``), else about 3 characters a token."""
+    f = model / "tokenizer.json"
+    if f.is_file():
+        try:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(f))
+            return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+        except Exception:  # noqa: BLE001 — an unreadable tokenizer only loses the estimate's precision
+            pass
+    return lambda text: math.ceil(len(text) / 3)
+
+
+def pages_target(pages: Path, out_dir: Path, req: ImportRequest, *, import_to: Path | None = None,
+                 overwrite: bool = False) -> tuple[Path, bool]:
+    """Where the page set will be, and whether an earlier init's import there is taken as is (a rerun resumes):
+    decided from the files alone, before the model is loaded, so a refusal comes at once."""
+    pages = Path(pages)
+    if (pages / "pages.jsonl").is_file():
+        given = [flag for flag, v in (("--truth", req.truth), ("--checks", req.checks),
+                                      ("--document-pattern", req.document_pattern), ("--tag", req.tags)) if v]
+        if given:
+            raise InputError(f"--pages {pages}: is a page set already; {', '.join(given)} apply when importing images "
+                             "or PDFs (re-import with `quantgate pages import` to change them)")
+        return pages, False
+    target = Path(import_to) if import_to else out_dir / "pages"
+    if target.exists() and any(target.iterdir()) and not overwrite:
+        if _same_import(target, pages, req):
+            return target, True
+        raise InputError(f"{target}: exists and is not empty, and is not the same import of {pages}; pass --overwrite "
+                         "to import again, --pages-out DIR to import elsewhere, or give an existing page set as --pages")
+    return target, False
+
+
+def _same_import(target: Path, pages: Path, req: ImportRequest) -> bool:
+    """Whether ``target`` is a complete page set imported from the files under ``pages`` with the same split, tags,
+    and truth/checks given or not: what an interrupted or repeated init left there."""
+    from quantgate.heldout.importer import IMAGE_SUFFIXES
+    from quantgate.io.pageset import load_pageset
+
+    try:
+        ps = load_pageset(target)
+    except InputError:
+        return False
+    m = ps.manifest
+    files = ({f.resolve() for f in pages.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES | {".pdf"}}
+             if pages.is_dir() else {pages.resolve()})
+    return (m is not None and m.seed == req.split_seed and m.calibration_fraction == req.calibration_fraction
+            and {Path(r.source.file).resolve() for r in ps.pages} == files
+            and all(set(req.tags) <= set(r.tags) for r in ps.pages)
+            and any(r.truth for r in ps.pages) == (req.truth is not None)
+            and any(r.checks for r in ps.pages) == bool(req.checks))
+
+
+def import_command(pages: Path, target: Path, req: ImportRequest) -> str:
+    """The `pages import` command that makes the same page set (said in the YAML)."""
+    q = shlex.quote
+    return " ".join(["quantgate pages import", q(str(pages)), "-o", q(str(target))]
+                    + (["--truth", q(str(req.truth))] if req.truth else [])
+                    + [x for c in req.checks or [] for x in ("--checks", q(str(c)))]
+                    + [f"--calibration-fraction {req.calibration_fraction:g}", f"--split-seed {req.split_seed}"]
+                    + (["--document-pattern", q(req.document_pattern)] if req.document_pattern else [])
+                    + [x for t in req.tags for x in ("--tag", q(t))])
+
+
+def prepare_pages(pages: Path, target: Path, model: Path, req: ImportRequest | None = None, *, reuse: bool = False,
+                  overwrite: bool = False) -> PageFacts:
+    """The page set at ``target`` (from :func:`pages_target`): ``pages`` itself when it is one, an earlier import
+    when ``reuse``, else the images/PDFs of ``pages`` imported there (split by document, as `pages import` splits)."""
+    from quantgate.heldout.importer import ImportOptions, import_pages
+    from quantgate.io.pageset import load_pageset
+
+    pages, req = Path(pages), req or ImportRequest()
+    imported, import_warnings, made = None, [], False
+    if Path(target).resolve() != pages.resolve():
+        imported = import_command(pages, target, req)
+        if not reuse:
+            with truth_folder(req.truth) as truth:
+                opts = ImportOptions(truth_dir=truth, checks_file=req.checks, seed=req.split_seed,
+                                     calibration_fraction=req.calibration_fraction,
+                                     document_pattern=req.document_pattern, tags=list(req.tags))
+                staged = str(truth) if truth != req.truth else None
+                import_warnings = [w.replace(staged, str(req.truth)) if staged else w
+                                   for w in import_pages([pages], target, opts, overwrite=overwrite).warnings]
+            made = True
+    try:
+        facts = _page_facts(load_pageset(target), model, imported)
+        facts.warnings[:0] = import_warnings  # pages without truth or checks, by id: not dropped silently
+        facts.reused = reuse
+        return facts
+    except BaseException:
+        if made:  # refused: the pages init imported go too
+            shutil.rmtree(target, ignore_errors=True)
+        raise
+
+
+def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
+    pset_dir = ps.root
+    held = ps.split("heldout")
+    truths = [t for t in (ps.truth_text(p) for p in held) if t is not None]
+    facts = PageFacts(pset_dir, len(ps.pages), len(held), len(ps.split("calibration")), len(truths),
+                      sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported,
+                      heldout_documents=len({_document(p) for p in held}),
+                      omnidoc=sum(1 for p in held if p.truth_record_sha256))
+    if not held:
+        raise InputError(f"{pset_dir}: no held-out pages to score ({facts.n} page(s), all in the calibration split); "
+                         "import more pages or a smaller --calibration-fraction")
+    if not truths and not facts.heldout_checks:
+        raise InputError(f"{pset_dir}: no held-out page has truth or checks, so nothing can be scored; give "
+                         "--truth DIR (<page id>.md files) or --checks FILE (olmOCR-bench JSONL)")
+    if truths:
+        count = _token_counter(Path(model))
+        facts.truth_tokens_max = max(count(t) for t in truths)
+    facts.warnings += _too_few(facts)
+    return facts
+
+
+def _document(page) -> str:
+    # the document a page belongs to: its own field where pages carry one, else the file it came from (one PDF)
+    return getattr(page, "document", None) or page.source.file
+
+
+def _too_few(facts: PageFacts) -> list[str]:
+    """What the verdict's own minimums (``judge.clustered``) say about the held-out split, in its words."""
+    from quantgate.judge.clustered import MIN_DOCUMENTS, MIN_PAGES
+
+    out = []
+    if facts.heldout < MIN_PAGES:
+        out.append(f"only {facts.heldout} held-out page(s): a verdict needs at least {MIN_PAGES} scored pages, so every "
+                   "verdict will be inconclusive (too_few_pages); add pages")
+    if facts.heldout_documents < MIN_DOCUMENTS:
+        out.append(f"only {facts.heldout_documents} held-out document(s) (pages of one source file count as one): a "
+                   f"verdict needs at least {MIN_DOCUMENTS} documents (too_few_documents); add documents")
+    return out
