@@ -11,10 +11,12 @@ the sample). The command writes nothing."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from quantgate.errors import DataError
+from quantgate.errors import DataError, UsageError
 from quantgate.io.outputs import load_outputs
 from quantgate.io.pageset import PageSet, load_pageset
 
@@ -89,3 +91,22 @@ def pages_inputs(pageset: str | Path, baseline: str | Path, candidate: str | Pat
     if not_compared:
         notes.append(f"{not_compared} held-out page(s) without truth are in neither folder (not compared)")
     return PagesInputs(base, cand, truth, {pid: by_id[pid].document for pid in base}, at_random, notes)
+
+
+def compare_pages(pageset: str | Path, baseline: str | Path, candidate: str | Path, settings: Any, *,
+                  noise: Path | None = None, allow_missing: bool = False) -> Any:
+    """The verdict of ``compare --pages``: :func:`pages_inputs`, then ``quantgate.compare_outputs`` with the
+    verdict settings the command line made; the notes (why the truth is not the random sample, pages left out)
+    go to stderr. Flags that only mean something for score files are refused, naming the flag."""
+    if noise is not None:
+        raise UsageError("--noise takes a second baseline's score file; with --pages the verdict needs no noise file "
+                         "(leave --noise out, or compare score files)")
+    if allow_missing:
+        raise UsageError("--allow-missing: with --pages both folders must cover the same pages; leave it out")
+    from quantgate.study.outputs import compare_outputs
+
+    inp = pages_inputs(pageset, baseline, candidate)
+    for note in inp.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return compare_outputs(inp.baseline, inp.candidate, truth=inp.truth or None, documents=inp.documents,
+                           labeled_at_random=inp.labeled_at_random, metric=settings.metric, settings=settings)

@@ -62,6 +62,10 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
     c.add_argument("baseline", type=existing_path, help="the baseline's scores.jsonl (`quantgate score -o`)")
     c.add_argument("candidate", type=existing_path, help="the candidate's scores.jsonl, scored on the same pages")
     c.add_argument("--metric", required=True, help="the one metric judged, e.g. ned (`score --metrics` scores several)")
+    c.add_argument("--pages", type=existing_path, default=None, metavar="PAGESET",
+                   help="judge two systems' outputs, not score files: BASELINE and CANDIDATE are run folders or "
+                        "folders of <page_id>.md, and the page set gives the truth it has, each page's document and "
+                        "its labeling draw; pages without truth are bounded from the two outputs (docs/statistics.md)")
     c.add_argument("--noise", type=existing_path, help="scores of a second baseline run on the same pages")
     c.add_argument("--margin", type=_margin, default=None,
                    help="declared margin in the metric's units, > 0 (default: the metric's, listed below)")
@@ -171,7 +175,12 @@ def cmd_compare(a: argparse.Namespace) -> int:
                                test=a.test, min_pages=a.min_pages, worst_page_damage=a.worst_page_damage,
                                worst_document_damage=a.worst_document_damage, baseline_floor=a.baseline_floor,
                                min_documents=a.min_documents, expected_shift=a.expected_shift)
-    v = compare_files(a.baseline, a.candidate, settings, noise=a.noise, allow_missing=a.allow_missing)
+    if a.pages is not None:  # two systems' outputs on a page set, with truth or without
+        from quantgate.commands._compare_pages import compare_pages
+
+        v = compare_pages(a.pages, a.baseline, a.candidate, settings, noise=a.noise, allow_missing=a.allow_missing)
+    else:
+        v = compare_files(a.baseline, a.candidate, settings, noise=a.noise, allow_missing=a.allow_missing)
     if a.json:
         print_json(v.model_dump())
         return EXIT[v.verdict]
@@ -181,7 +190,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     print(f"{v.metric} ({better} is better), {v.n} paired pages, {test}: {v.verdict.upper()} ({v.reason})")
     print(f"  {v.message}")
     if v.documents is not None:
-        print(f"  baseline score {v.baseline_score:.4f} (floor {v.baseline_floor if v.baseline_floor is not None else '–'}), "
+        score = "not measured (no truth)" if v.baseline_score is None else f"{v.baseline_score:.4f}"
+        print(f"  baseline score {score} (floor {v.baseline_floor if v.baseline_floor is not None else '–'}), "
               f"{v.documents} documents (largest {v.largest_document} pages), design effect {v.design_effect:.2f}, "
               f"effective n {v.effective_n:.1f}; rare failures need {v.rare_failure_pages} effective pages and "
               f"{v.rare_failure_documents} documents (worst page damage {v.worst_page_damage:g}, "
@@ -193,9 +203,15 @@ def cmd_compare(a: argparse.Namespace) -> int:
     print(f"  margin {v.margin:.4f} ({'default for ' + v.metric if v.margin_source == 'registry' else 'given'}), "
           f"noise floor {nf}")
     if v.flips is not None:
-        how = "outputs changed" if v.flips_source == "output_sha256" else "scores changed (no output hashes)"
-        print(f"  flips: {v.flips} pages' {how}; {v.pages_worse} worse by more than {v.worse_threshold:g}"
+        how = "scores changed (no output hashes)" if v.flips_source == "scores" else "outputs changed"
+        worse = "" if v.worse_threshold is None else f"; {v.pages_worse} worse by more than {v.worse_threshold:g}"
+        print(f"  flips: {v.flips} pages' {how}{worse}"
               + (f": {', '.join(v.pages_worse_ids[:10])}" if v.pages_worse_ids else ""))
+    if v.method is not None and v.mean_bound is not None and v.bound_upper is not None:
+        rect = "" if v.excess_lower is None else f", less {v.excess_lower:.4f} it overstates on the pages labeled at random"
+        print(f"  decided by {v.method}: truth-free mean bound {v.mean_bound:.4f}, upper bound {v.bound_upper:.4f}{rect}; "
+              f"{v.pages_with_truth} pages with truth in {v.documents_with_truth} documents, {v.pages_without_truth} "
+              f"without in {v.documents_without_truth}")
     if v.missing_pages:
         print(f"  {len(v.missing_pages)} page(s) not in every file, left out: {', '.join(v.missing_pages[:10])}")
     return EXIT[v.verdict]

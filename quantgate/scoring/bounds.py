@@ -121,6 +121,8 @@ def truth_free_bound(metric: str, baseline: str, candidate: str) -> float | None
     kind = m.spec.bound
     if kind == "none":
         return None
+    if baseline == candidate:  # the common case for a quantized variant, and the cheapest: no text is read
+        return 0.0
     span = m.spec.margin_ceiling
     if m.needs != "omnidoc":  # score_one's empty rule: a blank output scores the worst value
         blank_b, blank_c = not baseline.strip(), not candidate.strip()
