@@ -88,7 +88,7 @@ def yaml_flag(parser: argparse.ArgumentParser, model: type[BaseModel], key: str,
         kw["choices"] = choices
     else:
         kw["type"] = field_type(model, key)
-    action = parser.add_argument(flag, *aliases, action=_Deprecated, **kw)
+    action = deprecated(parser, flag, *aliases, **kw)
     setattr(action, YAML_KEY, f"{model.__name__}.{key}")
     action.default_says = default_says  # type: ignore[attr-defined]
     return action
@@ -106,13 +106,15 @@ def emit_deprecations(namespace) -> None:
               file=sys.stderr)
 
 
-class _Deprecated(argparse._StoreAction):
-    """A flag with old spellings: the old one warns; the old one and the new one together are a usage error
-    naming both (which value was meant cannot be guessed)."""
+class _Spelling(argparse._StoreAction):
+    """One spelling of a setting. An old one (``of``: the current name) warns; two spellings of one setting together
+    are a usage error naming both (which value was meant cannot be guessed). Each spelling is its own action, so a
+    bad value is refused naming the flag as it was typed."""
 
-    def __init__(self, option_strings, dest, **kw):
+    def __init__(self, option_strings, dest, of: str | None = None, **kw):
         super().__init__(option_strings, dest, **kw)
-        self.deprecated_aliases = tuple(option_strings[1:])  # the first is the name; the others its old spellings
+        self.of = of
+        self.deprecated_aliases = tuple(option_strings) if of else ()
 
     def __call__(self, parser, namespace, values, option_string=None):
         seen = namespace.__dict__.setdefault("_spelled", {})
@@ -121,14 +123,18 @@ class _Deprecated(argparse._StoreAction):
             parser.error(f"{prev} and {option_string} are the same setting (one is the deprecated spelling of the "
                          "other); give it once")
         seen[self.dest] = option_string
-        if option_string in self.deprecated_aliases:
-            _deprecated_use(namespace, option_string, self.option_strings[0])
+        if self.of:
+            _deprecated_use(namespace, option_string, self.of)
         super().__call__(parser, namespace, values, option_string)
 
 
 def deprecated(parser: argparse.ArgumentParser, new: str, *old: str, **kw) -> argparse.Action:
-    """``parser.add_argument(new, *old, **kw)`` where ``old`` are deprecated spellings of ``new``."""
-    return parser.add_argument(new, *old, action=_Deprecated, **kw)
+    """``new`` as a flag, and each of ``old`` as a hidden deprecated spelling of it (same destination and type)."""
+    action = parser.add_argument(new, action=_Spelling, **kw)
+    for o in old:
+        parser.add_argument(o, action=_Spelling, of=new, dest=action.dest, type=action.type, choices=action.choices,
+                            metavar=action.metavar, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return action
 
 
 class DeprecatedConst(argparse.Action):

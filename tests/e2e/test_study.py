@@ -434,7 +434,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     st, base, c0, nl = new["study"], new["baseline"], new["compare_level"], new["noise_level"]
     sc = lambda name, c: read_scores(out / "scores" / f"{name}-c{c}.jsonl")  # noqa: E731
     def settings(m):
-        return VerdictSettings(metric=m, margin=st["margins"].get(m), seed=st["seed"], n_resamples=st["resamples"],
+        return VerdictSettings(metric=m, margin=st["margins"].get(m), seed=st["bootstrap_seed"], n_resamples=st["resamples"],
                                min_pages=st["min_pages"], min_documents=st["min_documents"],
                                expected_shift=st["expected_shift"].get(m, 0.0),
                                **{k: st[k].get(m) for k in ("worst_page_damage", "worst_document_damage",
@@ -446,7 +446,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     lm = st["lm_eval"]
     lm_eval = {"verdicts": [{"variant": v["name"], **r.model_dump()} for v in st["variants"] if v["name"] != base
                             for r in compare_lmeval(out / "lmeval" / base, out / "lmeval" / v["name"],
-                                                    margins=lm["margins"], default_margin=lm["margin"], seed=st["seed"],
+                                                    margins=lm["margins"], default_margin=lm["margin"], seed=st["bootstrap_seed"],
                                                     n_resamples=st["resamples"], min_pages=st["min_pages"],
                                                     names=(base, v["name"]), min_documents=st["min_documents"],
                                                     worst_sample_damage=lm["worst_sample_damage"])],

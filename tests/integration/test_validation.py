@@ -47,7 +47,7 @@ CONC = ints(1, 65_535)  # each request in flight holds a connection
 FLAGS = {
     ("serve", "--concurrency"): ("int_list", lambda v: all(1 <= c <= 65_535 for c in v)),
     ("serve", "--max-tokens"): ints(1, 1_000_000),  # flags made from a study field carry its bound (MAX_COUNT)
-    ("serve", "--slo-s"): floats(0),
+    ("serve", "--slo-s"): floats(0, 86_400),
     ("serve", "--timeout-s"): floats(0, 86_400),  # 0 used to mean "no timeout": a hang
     ("serve", "--limit"): ints(1, 1_000_000),
     ("serve", "--waves"): floats(0, 1e6),
@@ -86,12 +86,13 @@ FLAGS = {
     # the statistics rework owns these three and checks them at parse time
     ("compare", "--margin"): floats(0),
     ("compare", "--bootstrap-seed"): ints(0),
-    ("compare", "--min-pages"): ints(2),
-    ("compare", "--resamples"): ints(1000),
+    ("compare", "--min-pages"): ints(2, 1_000_000),
+    ("report", "--min-pages"): ints(2, 1_000_000),
+    ("compare", "--resamples"): ints(1000, 1_000_000),
     ("compare", "--worst-page-damage"): floats(0),  # then above the margin, within the metric's range: compare
     ("compare", "--worst-document-damage"): floats(0),
     ("compare", "--baseline-floor"): floats(0, lo_open=False),  # then within the metric's range: compare
-    ("compare", "--min-documents"): ints(2),
+    ("compare", "--min-documents"): ints(2, 1_000_000),
     ("compare", "--expected-shift"): floats(0, lo_open=False),  # then below the margin: compare
     ("tune", "--effective-bits"): floats(0),
     ("tune", "--speedup"): floats(0),
@@ -140,6 +141,8 @@ def numeric_actions() -> dict[tuple[str, str], object]:
             elif act.type not in (None, str, Path, existing_path):
                 # a flag by its name, not by a deprecated spelling it still accepts
                 names = [o for o in act.option_strings if o not in getattr(act, "deprecated_aliases", ())]
+                if act.option_strings and not names:
+                    continue  # a hidden deprecated spelling: its rule is its current name's
                 found[(verb, names[-1] if names else act.dest)] = act
 
     walk(cli.build_parser(), "")
@@ -201,6 +204,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "quantize": ["quantize", empty, "--recipe", "fp8-dynamic", "-o", out],
         "score": ["score", "--pages", empty, "--predictions", empty, "-o", out + "/s.jsonl"],
         "compare": ["compare", empty, empty, "--metric", "ned"],
+        "report": ["report", out + "-report", "--pages", empty, "--predictions", empty, empty],
         "demo": ["demo", "-o", out],
         "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
         "recommend": ["recommend", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
@@ -338,9 +342,9 @@ STUDY_FIELDS = {
     "timeout_s": (*floats(0, 86_400), False),
     "slo_s": (*floats(0), False),
     "margins.ned": (*floats(0, 1, hi_open=True), False),  # below ned's range (1): such a margin passes everything
-    "seed": (*ints(0), False),
+    "bootstrap_seed": (*ints(0), False),
     "resamples": (*ints(1000), False),  # a 5% tail needs ~1,000 resamples
-    "min_pages": (*ints(2), False),
+    "min_pages": (*ints(2, 1_000_000), False),
     # above ned's default margin 0.01, at most its range 1; the floor within [0, 1]; below the margin
     "worst_page_damage.ned": (*floats(0.01, 1), False),
     "worst_document_damage.ned": (*floats(0.01, 1), False),
@@ -442,7 +446,7 @@ def test_bad_study_numbers_fail_before_any_work(tmp_path):
     """`resamples: 0`, `margins: {ned: .nan}`, `seed: -3` (and friends) used to surface only after every
     variant was served; now the study stops when its YAML is read: one line naming the field, exit 2, its
     output folder never created — no page synthesized, no weight written, no server started."""
-    cases = {"resamples: 0": "resamples", "margins: {ned: .nan}": "margins.ned", "seed: -3": "seed",
+    cases = {"resamples: 0": "resamples", "margins: {ned: .nan}": "margins.ned", "bootstrap_seed: -3": "bootstrap_seed",
              "margins: {ned: .inf}": "margins.ned", "timeout_s: 0": "timeout_s", "concurrency: [1, 0]": "concurrency.1",
              "lm_eval: {margin: -1}": "lm_eval.margin", "backend: {name: vllm, gpu_memory_utilization: .nan}":
              "backend.vllm.gpu_memory_utilization", "calibration_samples: 0": "calibration_samples",

@@ -54,8 +54,8 @@ def test_every_verb_and_option_has_help():
         if not sub.description:
             missing.append(f"{verb} (no description in its --help)")
         for a in sub._actions:
-            if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
-                continue
+            if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)) or getattr(a, "of", None):
+                continue  # a deprecated spelling is hidden; its current name's help mentions it
             if not a.help or a.help == argparse.SUPPRESS:
                 missing.append(f"{verb} {'/'.join(a.option_strings) or a.dest}")
     assert not missing, f"without help text: {missing}"
@@ -99,6 +99,9 @@ def test_flags_and_their_yaml_keys_agree_in_name_default_and_bound():
                 continue
             field = model.model_fields[a.dest]
             if _kind(field) is None:  # a list, a path, a block: not a value with a default and a bound
+                continue
+            if getattr(a, "of", None):  # a hidden old spelling: the same destination as the flag it spells
+                assert any(getattr(b, YAML_KEY, None) and b.dest == a.dest for b in sub._actions), (verb, a.dest)
                 continue
             if isinstance(a, DeprecatedConst):  # an old on/off spelling of a value of the derived flag
                 assert any(getattr(b, YAML_KEY, None) and b.dest == a.dest for b in sub._actions), (verb, a.dest)
