@@ -413,7 +413,8 @@ def _score_all(ctx: _Ctx) -> Scores:
     from quantgate.scoring import load_predictions, parse_metric_list, score_pages
 
     st, out, ps = ctx.st, ctx.out, ctx.ps
-    from quantgate.study.truthfree import judged_pages, run_texts, write_bound_files
+    from quantgate.study.judged import judged_pages, run_texts
+    from quantgate.study.truthfree import write_bound_files
 
     metrics = parse_metric_list(st.metrics)
     scores: Scores = {}

@@ -6,7 +6,8 @@ score, but the baseline's and the candidate's outputs still bound how much worse
 (``quantgate.scoring.bounds``). Those bounds are written per page and metric to ``scores/<variant>-c<level>.bounds.jsonl``
 (``study.verdicts.bounds_file``) — each candidate's outputs at the compare level against the baseline's there, and
 the baseline's noise run against the same, so the report can put "differs from BF16 no more than BF16 differs from
-itself" side by side — and bound by the gate like the score files (``verdicts.required_files``)."""
+itself" side by side — and bound by the gate like the score files (``verdicts.bound_files``). The verdicts on
+pages without truth are ``study.judged``'s."""
 
 from __future__ import annotations
 
@@ -16,17 +17,12 @@ from typing import NamedTuple
 
 from quantgate.io.bounds import write_bounds
 from quantgate.io.pageset import PageSet
-from quantgate.schema.pages import PageRecord
 from quantgate.schema.summary import BoundPage, TruthCounts, TruthFreeEvidence
+from quantgate.study.judged import judged_pages
 from quantgate.study.spec import Study
 from quantgate.study.verdicts import bounds_file
 
 Texts = Mapping[str, str | None]  # page id → the model's output (None: the request failed, not the model's output)
-
-
-def judged_pages(st: Study, ps: PageSet) -> list[PageRecord]:
-    """The pages every variant is sent: the study's split, cut at ``limit``."""
-    return ps.split(st.split)[: st.limit or None]
 
 
 def truth_counts(st: Study, ps: PageSet) -> TruthCounts:
@@ -43,20 +39,6 @@ def truth_counts(st: Study, ps: PageSet) -> TruthCounts:
         without_truth=len(without), documents_without_truth=len({p.document for p in without}),
         label_sample=None if sample.draw is None else len(sample.draw.page_ids),
         labeled_at_random=sample.at_random, sample_note=None if sample.draw is None else sample.problem)
-
-
-def run_texts(preds: Mapping[str, object], fill: list[str] | None = None) -> dict[str, str | None]:
-    """A run's predictions (``scoring.load_predictions``) as texts; ``fill``: the pages a missing prediction counts
-    as an empty output for (the fixed design scores such a page as empty; a sequential pass judges what it sent)."""
-    from quantgate.scoring import Output
-
-    texts: dict[str, str | None] = {}
-    for pid, pred in preds.items():
-        if isinstance(pred, Output):
-            texts[pid] = None if pred.failed is not None else (pred.text or "")
-        else:
-            texts[pid] = pred if isinstance(pred, str) else None
-    return texts | {pid: "" for pid in fill or [] if pid not in texts}
 
 
 def bound_pairs(st: Study) -> list[tuple[str, int]]:

@@ -161,10 +161,14 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
                    decisions: dict[str, SequentialDecision] | None = None
                    ) -> tuple[list[VariantVerdict], list[LmEvalVerdict] | None]:
     """(page verdicts, lm-eval verdicts or None), family-adjusted. ``pages_file``, ``decisions``: for a
-    sequential study (``page_verdicts``)."""
+    sequential study (``page_verdicts``). Judged pages without truth: each candidate's verdict on every judged page
+    (``study.judged.truth_free_verdicts``)."""
+    from quantgate.study.judged import truth_free_verdicts
+
     read = read or (lambda rel: read_scores(Path(out) / rel))
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
-    family = adjust_family([*page_verdicts(st, read, pages_file, decisions), *lm])
+    rows = truth_free_verdicts(st, Path(out), pages_file, page_verdicts(st, read, pages_file, decisions))
+    family = adjust_family([*rows, *lm])
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
 

@@ -100,6 +100,21 @@ def test_bounds_beside_the_scores_pair_the_outputs(finished):
     assert all(b["has_truth"] == (b["page_id"] in drawn.page_ids) for b in top)
 
 
+def test_the_verdict_is_made_on_every_page(finished):
+    """The candidate's verdict rests on every judged page, with truth or without; the gate makes the same verdict
+    again (the untouched folder is not INVALID)."""
+    root, summary, drawn, _ = finished
+    held = load_pageset(root / "pages").split("heldout")
+    v = next(x for x in summary["verdicts"] if x["variant"] == "cand" and x["metric"] == "ned")
+    # (five drawn documents are too few to rectify the bound, so the method is the bound's, or the labeled
+    # pages' when they show the regression themselves)
+    assert v["method"] in ("labeled", "bound") and v["mean_bound"] > 0
+    assert (v["pages_with_truth"], v["pages_without_truth"]) == (len(drawn.page_ids), len(held) - len(drawn.page_ids))
+    assert v["noise_flips"] == 0 and v["noise_mean_bound"] == 0
+    assert v["verdict"] != "within_noise"  # 30% of the pages cut in half is no pass
+    assert gate(root / "out").code != INVALID
+
+
 def test_gate_binds_the_bound_files(finished, tmp_path):
     root, *_ = finished
     assert gate(root / "out").code != INVALID

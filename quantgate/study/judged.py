@@ -1,0 +1,86 @@
+"""The pages a study judges, and its verdicts on them when some have no truth (``truth_free_verdicts``, which
+``study.verdicts.study_verdicts`` calls for the study and the gate alike). Apart from ``study.truthfree`` (the
+bounds files and the report's counts), which imports ``study.verdicts``: this module must not, as that one calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from quantgate.io.pageset import PageSet
+from quantgate.schema.pages import PageRecord
+from quantgate.schema.summary import VariantVerdict
+from quantgate.study.spec import Study
+
+
+def judged_pages(st: Study, ps: PageSet) -> list[PageRecord]:
+    """The pages every variant is sent: the study's split, cut at ``limit``."""
+    return ps.split(st.split)[: st.limit or None]
+
+
+def run_texts(preds: Mapping[str, object], fill: list[str] | None = None) -> dict[str, str | None]:
+    """A run's predictions (``scoring.load_predictions``) as texts; ``fill``: the pages a missing prediction counts
+    as an empty output for (the fixed design scores such a page as empty; a sequential pass judges what it sent)."""
+    from quantgate.scoring import Output
+
+    texts: dict[str, str | None] = {}
+    for pid, pred in preds.items():
+        if isinstance(pred, Output):
+            texts[pid] = None if pred.failed is not None else (pred.text or "")
+        else:
+            texts[pid] = pred if isinstance(pred, str) else None
+    return texts | {pid: "" for pid in fill or [] if pid not in texts}
+
+
+def truth_free_verdicts(st: Study, out: Path, pages_file: Path | None, rows: list[VariantVerdict]
+                        ) -> list[VariantVerdict]:
+    """``rows`` (``verdicts.page_verdicts``) with each candidate × metric verdict made again on every judged page
+    when some judged page has no truth: ``study.outputs.outputs_verdict`` on the runs' outputs at the compare level,
+    the truth of the pages that have it, the documents, the recorded random draw when its pages stand as one
+    (``heldout.label.sample_status``), the baseline's re-run as the noise. A study whose judged pages all have
+    truth keeps today's verdicts unchanged; a sequential study, a tag's rows and a metric with no truth-free bound
+    (``checks``) keep theirs. The study and the gate both call this (``verdicts.study_verdicts``)."""
+    from quantgate.heldout.label import sample_status
+    from quantgate.io.pageset import load_pageset
+    from quantgate.schema.metrics import METRICS
+    from quantgate.scoring import load_predictions
+    from quantgate.study.noise_layout import layout_note, layout_twin, mark
+    from quantgate.study.outputs import OutputTexts, outputs_verdict
+
+    out = Path(out)
+    pages_file = Path(pages_file) if pages_file is not None else out / "pages" / "pages.jsonl"
+    if st.sequential is not None or pages_file.name != "pages.jsonl" or not pages_file.is_file():
+        return rows  # (a page set outside an older study folder: its truths were never bound, see gate.check)
+    ps = load_pageset(pages_file.parent)
+    judged = judged_pages(st, ps)
+    if all(p.truth is not None for p in judged):
+        return rows
+    c0, fill = st.compare_level, None if st.limit else [p.id for p in judged]
+
+    def texts(name: str, level: int) -> dict[str, str | None]:
+        return run_texts(load_predictions(out / "runs" / name, ps, st.split, level), fill)
+
+    base = texts(st.baseline, c0)
+    noise = texts(st.baseline, st.noise_level) if st.noise_level else None
+    status = sample_status(ps)
+    made: dict[tuple[str, str], VariantVerdict] = {}
+    for v in st.variants:
+        if v.name == st.baseline:
+            continue
+        twin = layout_twin(st, v)
+        cand, v_noise = texts(v.name, c0), texts(twin.name, c0) if twin else noise
+        ids = [p.id for p in judged if base.get(p.id) is not None and cand.get(p.id) is not None
+               and (v_noise is None or v_noise.get(p.id) is not None)]
+        outputs = OutputTexts(_only(base, ids), _only(cand, ids), None if v_noise is None else _only(v_noise, ids))
+        truth = {p.id: ps.truth_text(p) or "" for p in judged if p.truth is not None and p.id in set(ids)}
+        at_random = set(status.labeled) & set(ids) if status.at_random else set()
+        documents = {p.id: p.document for p in judged}
+        for m in st.metrics:
+            if METRICS[m].bound == "none":
+                continue
+            verdict = outputs_verdict(outputs, truth, documents, at_random, st.verdict_settings(m))
+            made[(v.name, m)] = mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin))
+    return [made.get((r.variant, r.metric), r) if r.tag is None else r for r in rows]
+
+def _only(texts: Mapping[str, str | None], ids: list[str]) -> dict[str, str]:
+    return {i: texts[i] or "" for i in ids}
