@@ -20,25 +20,29 @@ from tests.support.truthless import drop_truth
 N, PER_DOC, DRAW = 48, 2, 5
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
+def _study(root, n: int, per_doc: int, draw: int, keep=None, corrupt: float = 0.3, **fields):
+    """A stub study whose page set keeps truth only on ``keep(drawn page ids, page set)`` (default: the draw)."""
     from quantgate.heldout.label import label_sample
     from quantgate.heldout.synth import synth_pages
 
-    root = tmp_path_factory.mktemp("truthfree")
     # the stub answers each page from a set with every truth (by the image's hash); the study's set keeps truth
-    # only on the drawn pages, as a team that labeled its draw and nothing else
-    synth_pages(root / "answers", N, seed=5, profile="simple", pages_per_document=PER_DOC, calibration_fraction=0.2)
+    # only on the pages chosen, as a team that labeled those and nothing else
+    synth_pages(root / "answers", n, seed=5, profile="simple", pages_per_document=per_doc, calibration_fraction=0.2)
     shutil.copytree(root / "answers", root / "pages")
-    drawn, _ = label_sample(root / "pages", DRAW, seed=3)
-    assert drop_truth(root / "pages", set(drawn.page_ids)) == len(drawn.page_ids)
-    study = study_yaml(root / "study.yaml", root / "answers", {"cand": 0.3}, metrics=["ned"], min_pages=5,
-                       min_documents=3)
+    drawn, _ = label_sample(root / "pages", draw, seed=3)
+    kept = set(drawn.page_ids) if keep is None else keep(drawn, load_pageset(root / "pages"))
+    assert drop_truth(root / "pages", kept) == len(kept)
+    study = study_yaml(root / "study.yaml", root / "answers", {"cand": corrupt}, metrics=["ned"], **fields)
     spec = study.read_text().replace(f"path: {(root / 'answers').resolve()}", f"path: {(root / 'pages').resolve()}")
     study.write_text(spec)
     lines: list[str] = []
     summary = run(study, root / "out", log=lines.append)
     return root, summary, drawn, lines
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    return _study(tmp_path_factory.mktemp("truthfree"), N, PER_DOC, DRAW, min_pages=5, min_documents=3)
 
 
 def test_every_page_served_and_counted(finished):
@@ -146,3 +150,23 @@ def test_a_folder_from_before_the_bounds_is_still_gated(tmp_path):
     (out / "summary.json").write_text(json.dumps({**kept, "inputs": summary["inputs"]}))
     res = gate(out)
     assert res.code == INVALID and "inputs.files lists no hash for scores/fp8-c1.bounds.jsonl" in res.lines[0], res.lines
+
+
+def test_only_the_recorded_draw_rectifies(tmp_path):
+    """Truth on the 24 documents drawn at random rectifies the bound; truth on 24 documents picked by hand (the draw
+    recorded, its pages left unlabeled) never does: the verdict falls back to the bound alone."""
+    def cand(summary):
+        return next(x for x in summary["verdicts"] if x["variant"] == "cand" and x["metric"] == "ned")
+
+    _, drawn_summary, drawn, _ = _study(tmp_path / "drawn", 80, 1, 24, corrupt=0.05)
+    v = cand(drawn_summary)
+    assert (v["method"], v["pages_at_random"]) == ("rectified", 24) and v["excess_lower"] is not None
+    assert drawn_summary["truth"]["labeled_at_random"]
+
+    def by_hand(drawn, ps):  # the first 24 held-out pages outside the draw
+        return {p.id for p in [q for q in ps.split("heldout") if q.id not in drawn.page_ids][:24]}
+
+    _, hand_summary, _, _ = _study(tmp_path / "hand", 80, 1, 24, keep=by_hand, corrupt=0.05)
+    v = cand(hand_summary)
+    assert v["pages_with_truth"] == 24 and v["method"] == "bound" and not v["pages_at_random"]
+    assert v["excess_lower"] is None and not hand_summary["truth"]["labeled_at_random"]
