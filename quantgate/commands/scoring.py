@@ -14,7 +14,7 @@ from quantgate.commands._fields import DeprecatedConst, yaml_flag
 from quantgate.schema.metrics import METRICS
 
 DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
-_margin = float_range(0, lo_open=True, why=" (for exact equality use --exact)")
+_margin = float_range(0, lo_open=True, why=" (for exact equality use --test exact)")
 # above 0 here; against the margin and the metric's range where the metric is known (schema.metrics.check_setting)
 _damage = float_range(0, lo_open=True, why=" in the metric's units (the most one page can be damaged)")
 _floor = float_range(0, lo_open=False, why=" (the baseline's own mean score, within the metric's range)")

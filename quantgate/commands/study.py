@@ -299,6 +299,9 @@ def cmd_demo(a: argparse.Namespace) -> int:
     warning = demo_pages_warning(a.pages, a.min_pages)
     if warning:
         print(warning, file=sys.stderr)
+    variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    if variants:  # said, not left to be guessed: every other variant is judged against this one
+        print(f"baseline: {variants[0]} (the first of --variants)")
     rep = _run_quietly(a.output, a.verbose, "quantgate demo",
-                       lambda c: run_demo(a.output, a.pages, a.variants.split(","), console=c, min_pages=a.min_pages))
+                       lambda c: run_demo(a.output, a.pages, variants, console=c, min_pages=a.min_pages))
     return _finish(rep, a.output)
