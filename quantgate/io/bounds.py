@@ -1,6 +1,7 @@
-"""``bounds.jsonl`` (:data:`BOUNDS_FILE`), read and written: one :class:`~quantgate.schema.bounds.BoundRow` a line —
-a page's truth-free damage bound per metric (``quantgate.scoring.bounds``) — beside the ``scores.jsonl`` of the
-same variant. Each line is checked as it is read (one error naming the file and the line), page ids unique."""
+"""A bounds file, read and written: one :class:`~quantgate.schema.bounds.BoundRow` a line — a page's truth-free
+damage bound per metric (``quantgate.scoring.bounds``) — beside the score file of the same run (a study names it
+``scores/<variant>-c<level>.bounds.jsonl``, ``study.verdicts.bounds_file``). Each line is checked as it is read
+(one error naming the file and the line), page ids unique."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from quantgate.errors import DataError, InputError
 from quantgate.io.fileio import atomic_write_text, read_jsonl
 from quantgate.schema.base import check_schema_version, parse_record
 from quantgate.schema.bounds import BOUNDS_SCHEMA_VERSION, BoundRow
-
-BOUNDS_FILE = "bounds.jsonl"
 
 
 def write_bounds(path: str | Path, rows: list[BoundRow]) -> None:

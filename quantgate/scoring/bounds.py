@@ -5,7 +5,7 @@ Interface (the study, the gate and the verdict code against these names):
 
 - ``truth_free_bound(metric, baseline, candidate) -> float | None`` — one page, one metric;
 - ``bound_rows(metric_names, baseline_texts, candidate_texts, documents=None) -> list[BoundRow]`` — per page,
-  ``schema.bounds.BoundRow``; written beside ``scores.jsonl`` as ``bounds.jsonl`` (``io.bounds.BOUNDS_FILE``) by
+  ``schema.bounds.BoundRow``; written beside the run's score file (``study.verdicts.bounds_file``) by
   ``io.bounds.write_bounds`` and read back by ``io.bounds.read_bounds``.
 
 *Damage* is oriented: m(c, t) − m(b, t) for a lower-is-better metric m, m(b, t) − m(c, t) for a higher-is-better

@@ -8,15 +8,15 @@ import json
 import pytest
 
 from quantgate.errors import DataError
-from quantgate.io.bounds import BOUNDS_FILE, read_bounds, write_bounds
+from quantgate.io.bounds import read_bounds, write_bounds
 from quantgate.scoring.bounds import bound_rows
 
 
 def test_round_trip(tmp_path):
     rows = bound_rows(["ned", "cer", "checks"], {"p1": "a b", "p2": "x"}, {"p1": "a c", "p2": "x"},
                       documents={"p1": "d", "p2": "d"})
-    write_bounds(tmp_path / BOUNDS_FILE, rows)
-    back = read_bounds(tmp_path / BOUNDS_FILE)
+    write_bounds(tmp_path / "fp8-c1.bounds.jsonl", rows)
+    back = read_bounds(tmp_path / "fp8-c1.bounds.jsonl")
     assert list(back) == ["p1", "p2"] and list(back.values()) == rows
     assert back["p2"].identical and back["p2"].bounds == {"ned": 0.0, "cer": 0.0, "checks": None}
 
@@ -34,7 +34,7 @@ GOOD = {"schema_version": 1, "page_id": "p1", "document": None, "baseline_sha256
     ({"extra": 1}, "extra"),
 ])
 def test_malformed_lines_name_the_file_and_line(tmp_path, change, message):
-    path = tmp_path / BOUNDS_FILE
+    path = tmp_path / "fp8-c1.bounds.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD | {"page_id": "p2"} | change) + "\n")
     with pytest.raises(DataError, match=message) as err:
         read_bounds(path)
@@ -42,7 +42,7 @@ def test_malformed_lines_name_the_file_and_line(tmp_path, change, message):
 
 
 def test_duplicate_pages_and_empty_or_missing_files(tmp_path):
-    path = tmp_path / BOUNDS_FILE
+    path = tmp_path / "fp8-c1.bounds.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
     with pytest.raises(DataError, match=f"{path}:2: duplicate page_id 'p1'"):
         read_bounds(path)
