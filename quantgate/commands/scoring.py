@@ -59,8 +59,10 @@ end the outer of it and Student-t. --noise (the baseline scored again, e.g. at a
 on the same pages) gives the noise floor: shown beside the verdict, never added to the margin.
 Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
                        epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
-    c.add_argument("baseline", type=existing_path, help="the baseline's scores.jsonl (`quantgate score -o`)")
-    c.add_argument("candidate", type=existing_path, help="the candidate's scores.jsonl, scored on the same pages")
+    c.add_argument("baseline", type=existing_path,
+                   help="the baseline's scores.jsonl (`quantgate score -o`); with --pages, its outputs folder")
+    c.add_argument("candidate", type=existing_path,
+                   help="the candidate's scores.jsonl, scored on the same pages; with --pages, its outputs folder")
     c.add_argument("--metric", required=True, help="the one metric judged, e.g. ned (`score --metrics` scores several)")
     c.add_argument("--pages", type=existing_path, default=None, metavar="PAGESET",
                    help="judge two systems' outputs, not score files: BASELINE and CANDIDATE are run folders or "

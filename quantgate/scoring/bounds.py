@@ -66,7 +66,7 @@ from typing import Any
 from quantgate.errors import DataError
 from quantgate.schema.bounds import BoundRow
 from quantgate.schema.metrics import BoundKind
-from quantgate.scoring.metrics import Metric, get_metric
+from quantgate.scoring.metrics import Metric, get_metric, is_blank
 from quantgate.scoring.tokenize import words
 
 
@@ -125,7 +125,7 @@ def truth_free_bound(metric: str, baseline: str, candidate: str) -> float | None
         return 0.0
     span = m.spec.margin_ceiling
     if m.needs != "omnidoc":  # score_one's empty rule: a blank output scores the worst value
-        blank_b, blank_c = not baseline.strip(), not candidate.strip()
+        blank_b, blank_c = is_blank(baseline), is_blank(candidate)
         if blank_b and blank_c:
             return 0.0
         if blank_c:

@@ -157,6 +157,12 @@ def _register_omnidoc() -> None:
 _register_omnidoc()
 
 
+def is_blank(pred: str | None) -> bool:
+    """An output that reads nothing (none, or only whitespace): scored the metric's worst value, not by the metric
+    (the one rule; the truth-free bounds follow it)."""
+    return pred is None or not pred.strip()
+
+
 def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict],
               omnidoc_truth: str | None = None) -> float | None:
     """None: not applicable to this page (no truth, no checks, no tables; for the OmniDocBench family,
@@ -169,7 +175,7 @@ def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[
         return None
     if metric.needs == "checks" and not checks:
         return None
-    if pred is None or not pred.strip():
+    if is_blank(pred):
         if metric.name == "table_teds" and _table_teds("", truth or "") is None:
             return None
         return metric.worst

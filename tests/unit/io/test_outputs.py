@@ -101,3 +101,20 @@ def test_paths_that_are_not_folders_are_usage_errors(tmp_path):
     (tmp_path / "f.md").write_text("x")
     with pytest.raises(UsageError, match="not a folder"):
         load_outputs(tmp_path / "f.md")
+
+
+def test_the_cap_on_a_folder_s_outputs_in_all(tmp_path, monkeypatch):
+    import quantgate.io.outputs as outputs
+
+    monkeypatch.setattr(outputs, "MAX_TOTAL_BYTES", 10)
+    for i in range(3):
+        (tmp_path / f"p{i}.md").write_text("four")
+    with pytest.raises(DataError, match=r"outputs over .* in all .*reached at p2.md"):
+        load_outputs(tmp_path)
+    (tmp_path / "p2.md").unlink()
+    assert load_outputs(tmp_path) == {"p0": "four", "p1": "four"}
+    big = tmp_path / "run"
+    big.mkdir()
+    (big / "requests.jsonl").write_text(_req("p1", "a fairly long output"))
+    with pytest.raises(DataError, match=r"requests.jsonl: .* bytes, over the 10-byte cap"):
+        load_outputs(big)
