@@ -48,6 +48,8 @@ g ≤ 2d1/(β + k) ≤ 2d1/(s + 2d1) = x/(s + x). If d2 > d1, 2m ≤ β + k give
 **range_if_changed** (table_teds, the OmniDocBench family): a metric's score depends on the output only through
 what it reads, so equal reads score alike on every truth (0); otherwise the damage is at most the metric's range.
 table_teds reads the output's tables, so a page whose text changed and whose tables did not is bounded by 0.
+ned's argument does not carry over to TEDS: its cell rename cost, rapidfuzz's normalized distance, breaks the
+triangle inequality (ab → aba → ba costs 1/3 + 1/3, ab → ba costs 1), so the tree edit distance need not obey it.
 
 **none** (checks): a check says what must or must not be on the page; without the checks, any changed character
 may be the one a check looks for, and identical outputs are the only thing to go on. No bound: ``None``.
