@@ -69,7 +69,11 @@ def register(sub) -> None:
     yaml_flag(s, SynthPages, "seed")
     yaml_flag(s, SynthPages, "pages_per_document")
     yaml_flag(s, SynthPages, "profile")
-    yaml_flag(s, SynthPages, "calibration_fraction")
+    # not made from pages.synth.calibration_fraction, whose [0, 1) keeps a study's pages held out: a set made
+    # here may be only for calibrating (1 puts every page there)
+    s.add_argument("--calibration-fraction", type=unit_interval, default=0.2, help="share of documents for "
+                   "calibration, in [0, 1]; 1 makes a set only to calibrate on (default 0.2; a study's "
+                   "pages.synth.calibration_fraction is below 1)")
     yaml_flag(s, SynthPages, "noise")
     s.add_argument("--page-size", type=page_size, help="fixed page size WxH in pixels, e.g. 1700x2400 (about 4 MP, "
                    "a letter page at 200 dpi) for speed runs; text scales with the width")

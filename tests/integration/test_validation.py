@@ -66,7 +66,7 @@ FLAGS = {
     ("pages import", "--max-pdf-pages"): ints(1),
     ("pages synth", "--n"): ints(2, 100_000),  # as a study's pages.synth.n
     ("pages synth", "--seed"): ints(0),
-    ("pages synth", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=True),  # as pages.synth's
+    ("pages synth", "--calibration-fraction"): floats(0, 1, lo_open=False, hi_open=False),  # 1: a calibration-only set
     ("pages synth", "--noise"): floats(0, 1, lo_open=False),
     ("pages synth", "--page-size"): ("page_size", lambda v: min(v) >= 64 and v[0] * v[1] <= 64_000_000),
     ("quantize", "--calibration-samples"): ints(1, 1_000_000),

@@ -28,6 +28,8 @@ from tests.support.paths import REPO
 NOT_DERIVED = {
     ("demo", "--min-pages"): "unset means: warn when the demo's pages are below the calibrated minimum",
     ("lmeval-compare", "--min-pages"): "counts lm-eval samples, not pages (lm_eval has no such key)",
+    ("pages synth", "--calibration-fraction"): "a set made only to calibrate on may take 1; a study's synthesized "
+                                               "set must hold pages out ([0, 1))",
     ("lmeval-compare", "--min-documents"): "counts lm-eval samples, each its own document",
     ("serve", "--concurrency"): "a comma list; each level has the YAML's bound (concurrency_level)",
     ("speed-profile", "--concurrency"): "the levels profiled, as speed.profile lists them",
