@@ -40,12 +40,12 @@ def cmd_init(a: argparse.Namespace) -> int:
     from quantgate.errors import UsageError
     from quantgate.study.init import (
         ImportRequest,
+        check_inputs,
         check_variants,
         inspect_model,
         pages_target,
         prepare_pages,
         render_study,
-        truth_folder,
         write_study,
     )
 
@@ -60,9 +60,8 @@ def cmd_init(a: argparse.Namespace) -> int:
                         split_seed=a.split_seed, document_pattern=a.document_pattern, tags=a.tag)
     target, reuse = pages_target(a.pages, a.output.resolve().parent, req, import_to=a.pages_out,
                                  overwrite=a.overwrite)
-    if a.truth is not None and not reuse:
-        with truth_folder(a.truth):  # OmniDocBench's JSON read whole now: a bad one is refused before the model
-            pass
+    if not reuse:
+        check_inputs(req)  # the truth JSON and the checks, as the import would read them: refused before the model
     variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "bf16"] if a.variants else None
     mf = inspect_model(a.model)
     check_variants(mf, variants)  # before importing anything

@@ -23,6 +23,7 @@ from quantgate.study.init_pages import (  # noqa: F401  (init's page side, named
     ImportRequest,
     PageFacts,
     _too_few,
+    check_inputs,
     pages_target,
     prepare_pages,
     truth_folder,

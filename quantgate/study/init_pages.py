@@ -118,6 +118,17 @@ def _same_import(target: Path, pages: Path, req: ImportRequest) -> bool:
             and any(r.checks for r in ps.pages) == bool(req.checks))
 
 
+def check_inputs(req: ImportRequest) -> None:
+    """What the import will read, refused now if scoring or the importer would refuse it later: OmniDocBench's JSON
+    read whole, and every check through the scorer's own validation (one error naming ``file:line`` and the id)."""
+    from quantgate.io.fileio import read_jsonl
+    from quantgate.scoring.olmocr_checks import validate_checks
+
+    with truth_folder(req.truth):
+        pass
+    validate_checks((f"{f}:{no}", c) for f in req.checks or [] for no, c in read_jsonl(f, final_newline_optional=True))
+
+
 def import_command(pages: Path, target: Path, req: ImportRequest) -> str:
     """The `pages import` command that makes the same page set (said in the YAML)."""
     q = shlex.quote

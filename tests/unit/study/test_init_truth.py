@@ -123,3 +123,17 @@ def _verbs(parser):
     from quantgate.commands._fields import walk
 
     return walk(parser)
+
+
+def test_a_check_scoring_would_refuse_is_refused_before_the_model(tmp_path):
+    imgs = _images(tmp_path / "imgs", ["a.png"])
+    checks = tmp_path / "checks.jsonl"
+    checks.write_text(json.dumps({"pdf": "a.pdf", "page": 1, "id": "a_00", "type": "present", "text": "x"}) + "\n"
+                      + json.dumps({"pdf": "a.pdf", "page": 1, "id": "a_01", "type": "no-such-type"}) + "\n", "utf-8")
+    model = tmp_path / "empty-model"
+    model.mkdir()
+    out = tmp_path / "out"
+    rc, _, err = _qg("init", "--model", model, "--pages", imgs, "--checks", checks, "-o", out / "study.yaml")
+    assert rc == 65 and len(err.strip().splitlines()) == 1, err
+    assert f"{checks}:2" in err and "a_01" in err and "config.json" not in err
+    assert not out.exists()
