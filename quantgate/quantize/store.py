@@ -88,6 +88,29 @@ def fetch(inputs: VariantInputs, into: Path, log: Callable[[str], None]) -> Vari
     return manifest
 
 
+def serving_path(variant: Path) -> Path:
+    """The folder a variant is best served from: the store's folder of the same files (hard links of the very files
+    in ``variant``, by device and inode) when the store holds them, else ``variant``. vLLM keys its compile cache by
+    the served model's path among the rest (measured on an H200: a second study serving the same variant from its
+    own new folder compiled every graph again), so one path per variant on the machine makes that cache hit."""
+    root = cache_dir("variants")
+    try:
+        manifest = read_record_file(VariantManifest, Path(variant) / MANIFEST)
+    except (InputError, OSError):
+        return variant
+    d = None if root is None else root / store_key(manifest.inputs)
+    if d is None or not (d / MANIFEST).is_file():
+        return variant
+    try:
+        stored = read_record_file(VariantManifest, d / MANIFEST)
+        same = stored.files == manifest.files and all(
+            (os.stat(Path(variant) / n).st_dev, os.stat(Path(variant) / n).st_ino) ==
+            (os.stat(d / n).st_dev, os.stat(d / n).st_ino) for n in manifest.files)
+    except (InputError, OSError):
+        return variant
+    return d if same else variant
+
+
 def keep(out: Path, manifest: VariantManifest, log: Callable[[str], None]) -> None:
     """Hard-link a verified build's files into the store (once per fingerprint); nothing when the store is off,
     already holds it, or lies on another filesystem — the build itself stands either way."""

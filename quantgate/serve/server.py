@@ -251,12 +251,16 @@ class SharedServer:
     next variant's server during this one's lm-eval, never during page runs, whose speed it measures);
     :meth:`endpoint` then waits for it. ``starting(name, background)``, when given, is a context manager
     wrapped around the start (a study times it and shows it as a stage). One instance per variant;
-    several may run side by side."""
+    several may run side by side. ``serve_from(model)``: the folder the server is started on, asked at the start
+    (a study serves a variant the machine's store holds from the store's folder: one path in every study, so
+    vLLM's compile cache, which the served path is part of the key of, is hit by a second study)."""
 
     def __init__(self, backend, model: Path, log_path: Path, log: Callable[[str], None] = print,
                  starting: Callable[[str, bool], AbstractContextManager] | None = None,
-                 env: dict[str, str] | None = None, layout=None):
+                 env: dict[str, str] | None = None, layout=None,
+                 serve_from: Callable[[Path], Path] | None = None):
         self.backend, self.model, self.log_path, self.log, self.starting = backend, Path(model), Path(log_path), log, starting
+        self.serve_from = serve_from
         self.env = dict(env or {})  # for this server only (``started``'s env)
         self._server: ManagedServer | None = None  # once known, so close() can cancel a start under way
         self.layout = layout  # a study's ServerLayout, recorded in run.json by serve_variant
@@ -271,7 +275,8 @@ class SharedServer:
     def _start(self, background: bool) -> None:
         name = f"{self.backend.name} server"
         with self.starting(name, background) if self.starting else nullcontext():
-            self._ep = self._stack.enter_context(started(self.backend, self.model, self.log_path, self.log, self.env,
+            model = self.serve_from(self.model) if self.serve_from else self.model
+            self._ep = self._stack.enter_context(started(self.backend, model, self.log_path, self.log, self.env,
                                                               on_server=self._set_server))
         self.starts += 1
 

@@ -206,6 +206,7 @@ def _quantize_all(ctx: _Ctx, model: Path, ready: Callable[[VariantSpec], None] |
 
 def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
     """One (not yet started) server per variant, each stopped when ``stack`` closes, whatever happens."""
+    from quantgate.quantize.store import serving_path
     from quantgate.schema.run import ServerLayout
     from quantgate.serve.backends.derive import backend_from_spec
     from quantgate.study.placement import placement_env, variant_backend
@@ -236,9 +237,12 @@ def _servers(ctx: _Ctx, stack: ExitStack) -> dict[str, SharedServer]:
             vb = vb.model_copy(update={"gpu_memory_utilization": placed.memory_fraction})
         # speed.profile: vLLM's profiler armed at start (only /start_profile, after the waves, turns it on)
         args = [*v.server_args, *profiler_args(st, ctx.out, v, list(getattr(vb, "extra_args", [])))]
+        # on this machine, a variant its store holds is served from the store's folder (vLLM's compile cache is
+        # keyed by the served path: one path per variant, so a second study starts warm)
+        local = {} if ctx.cluster else {"serve_from": serving_path}
         return server_class(backend_from_spec(vb, args), ctx.variant_dir(v.name),
                             ctx.run_dir(v.name) / "server.log", clock.console.detail, starting, env=env,
-                            layout=layout)
+                            layout=layout, **local)
 
     servers = {v.name: server_for(i, v) for i, v in enumerate(st.variants)}
     for server in servers.values():

@@ -88,3 +88,35 @@ def test_flashinfer_prebuild_runs_once_per_machine_under_a_lock(tmp_path):
     nothing.write_text("#!/bin/sh\nexit 3\n")
     nothing.chmod(0o755)
     assert prebuild_flashinfer([str(nothing), "-m", "vllm"], _quiet).status == "unavailable"
+
+
+def test_two_studies_serve_a_stored_variant_from_one_path(tiny_models, tmp_path, monkeypatch):
+    """vLLM keys its compile cache by the served path among the rest: a variant the machine store holds is served
+    from the store's folder, the same path in every study (the study's own folder still holds its files)."""
+    import json
+    import shlex
+    import sys
+
+    import yaml
+
+    from quantgate.study import run_study
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    body = {"name": "paths", "model": str(tiny_models["qwen2_5_vl"]),
+            "pages": {"synth": {"n": 4, "profile": "simple", "calibration_fraction": 0.0}},
+            "variants": [{"name": "bf16", "recipe": "bf16"}, {"name": "fp8", "recipe": "fp8-dynamic"}],
+            "backend": {"name": "vllm", "vllm_cmd": f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm",
+                        "compile_cache": "none", "startup_timeout_s": 60},
+            "concurrency": [1], "max_tokens": 8, "metrics": ["ned"], "min_pages": 2, "resamples": 1000}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(body))
+    served = {}
+    for study in ("first", "second"):
+        run_study(tmp_path / "study.yaml", tmp_path / study, log=_quiet, stop_after="serve")
+        for v in ("bf16", "fp8"):
+            cmd = json.loads((tmp_path / study / "runs" / v / "run.json").read_text())["server_command"]
+            served[(study, v)] = cmd[cmd.index("serve") + 1]
+    store = (tmp_path / "machine-cache" / "variants").resolve()
+    for v in ("bf16", "fp8"):
+        assert served[("first", v)] == served[("second", v)]
+        assert os.path.dirname(served[("first", v)]) == str(store)
+    assert served[("first", "bf16")] != served[("first", "fp8")]
