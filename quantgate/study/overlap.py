@@ -97,11 +97,11 @@ def kv_bytes(model_dir: Path, extra_args: list[str], max_model_len: int | None, 
     return per_token * tokens + state * max_seqs, f"estimate: {max_seqs} sequences x {max_model_len or 8192} tokens"
 
 
-def plan_overlap(st, model_dir: Path, gpu_bytes: int | None) -> OverlapPlan:
-    """The memory plan of a study's servers on one GPU of ``gpu_bytes`` (see the module's docstring)."""
+def plan_overlap(st, model_dir: Path, gpu_bytes: int | None, backends: dict) -> OverlapPlan:
+    """The memory plan of a study's servers on one GPU of ``gpu_bytes`` (see the module's docstring);
+    ``backends``: each variant's backend options, the study's with its own overrides (``placement.variant_backend``)."""
     from quantgate.quantize.plan import make_plan, model_modules
     from quantgate.recipes import load_recipe
-    from quantgate.study.placement import variant_backend  # placement imports this module's records
 
     servers: list[ServerMemory] = []
     modules = model_modules(model_dir)
@@ -109,7 +109,7 @@ def plan_overlap(st, model_dir: Path, gpu_bytes: int | None) -> OverlapPlan:
     max_seqs = max([*st.concurrency, *((st.speed.levels or []) if st.speed else [])])
     shareable = True
     for v in st.variants:
-        spec = variant_backend(st.backend, v)
+        spec = backends[v.name]
         if "gpu_memory_utilization" not in type(spec).model_fields:
             shareable = False
         plan = make_plan(model_dir, load_recipe(v.recipe), modules=modules)

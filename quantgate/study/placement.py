@@ -20,14 +20,16 @@ than one host of the pool has, and (``heads``) a tensor-parallel size that does 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from quantgate.errors import InputError
 from quantgate.schema.placement import Device, Placement, PlacementRequest, VariantDemand, VariantPlacement
 from quantgate.schema.placement import ParallelSettings as Parallel
-from quantgate.study.overlap import OverlapPlan
+
+if TYPE_CHECKING:
+    from quantgate.study.overlap import OverlapPlan
 
 _EPS = 1e-9
 # per-variant backend overrides that have their own place in a study

@@ -38,8 +38,10 @@ def prepare(st, base: Path, out: Path, ray: str | None = None, log=lambda s: Non
     overlap = None
     if st.servers == "auto" and not st.gpus and cluster is None and model.is_dir():
         from quantgate.study.overlap import gpu_memory_bytes, plan_overlap
+        from quantgate.study.placement import variant_backend
 
-        overlap = plan_overlap(st, model, gpu_memory_bytes())
+        backends = {v.name: variant_backend(st.backend, v) for v in st.variants}
+        overlap = plan_overlap(st, model, gpu_memory_bytes(), backends)
     try:
         placement = cluster.placement(st, model) if cluster else checked_placement(st, model, overlap=overlap)
     except BaseException:
