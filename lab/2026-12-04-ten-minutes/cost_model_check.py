@@ -7,6 +7,9 @@ c=32 is compared with the measured one (the ratio of the waves' mean output tok/
 from that study's summary.json). The decode-only prediction is kept beside it for comparison.
 
     python lab/2026-12-04-ten-minutes/cost_model_check.py -o lab/2026-12-04-ten-minutes/cost_model_check.json
+
+It also writes the prefill table beside it (``prefill-table.json``), which ``quantgate sensitivity recommend
+--speed-table COST_TABLE --prefill-table prefill-table.json`` and ``quantgate tune … --prefill-table`` take.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ def main() -> None:
     a = ap.parse_args()
     r = check(a.session)
     a.o.write_text(json.dumps(r, indent=1) + "\n")
+    (a.o.parent / "prefill-table.json").write_text(json.dumps(r["prefill_table"], indent=1) + "\n")
     for v, by in r["recipes"].items():
         for c, x in by.items():
             print(f"{v:12} c={c:>2}: predicted {x['predicted']:.3f}x (decode only {x['decode_only_predicted']:.3f}x), "

@@ -108,6 +108,9 @@ def register(sub) -> None:
                    help="a measured cost table: --speedup, and the recipe's speed-up, predicted from it")
     r.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
                    help="the table's concurrency the speed-up is taken at (default its lowest)")
+    r.add_argument("--prefill-table", type=existing_path, metavar="FILE",
+                   help="with --speed-table: a prefill table (quantgate.speed.served, from speed waves' first-token "
+                   "phase): --speedup and the recipe's speed-up are then the served speed-up, prefill included")
     r.add_argument("-o", "--output", required=True, type=Path, help="recipe YAML to write")
     r.add_argument("--model", type=existing_path, help="refuse if the sensitivity file was measured on other weights")
     r.add_argument("--formats", help="only these measured formats (comma-separated), e.g. to leave out w2a16")
@@ -149,11 +152,20 @@ def cmd_sensitivity(a) -> int:
 
 def _speed_table(a) -> dict:
     if a.speed_table is None:
+        if getattr(a, "prefill_table", None) is not None:
+            from quantgate.errors import UsageError
+
+            raise UsageError("--prefill-table needs --speed-table (the decode step it adds the prefill phase to)")
         return {}
     from quantgate.schema.speed import load_cost_table
 
-    return {"speed_table": load_cost_table(a.speed_table), "speed_table_source": str(a.speed_table),
-            "speed_concurrency": a.speed_concurrency}
+    out = {"speed_table": load_cost_table(a.speed_table), "speed_table_source": str(a.speed_table),
+           "speed_concurrency": a.speed_concurrency}
+    if getattr(a, "prefill_table", None) is not None:
+        from quantgate.speed.served import load_prefill_table
+
+        out.update(prefill_table=load_prefill_table(a.prefill_table), prefill_table_source=str(a.prefill_table))
+    return out
 
 
 def _sensitivity_file(a) -> None:

@@ -57,6 +57,8 @@ def register(sub) -> None:
                    "predicted from it instead of modelled from weight bytes")
     t.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
                    help="the table's concurrency the speed-up is taken at (default its lowest)")
+    t.add_argument("--prefill-table", type=existing_path, metavar="FILE",
+                   help="with --speed-table: the prefill phase too (quantgate.speed.served): served speed-ups")
     t.add_argument("--max-trials", type=int_range(1, 100), default=5, help="trials at most (default 5)")
     t.add_argument("-o", "--output", type=Path, help="study folder (default: the study's 'output')")
     t.add_argument("--name", help="this tune's name: its folder under OUT/tune and its variants' prefix "
@@ -82,7 +84,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     tuner = Tuner(a.study, a.sensitivity, budget_bytes=parse_size(a.budget) if a.budget else None,
                   effective_bits=a.effective_bits, speedup=a.speedup, max_trials=a.max_trials, out=a.output,
                   name=a.name, formats=parse_formats(a.formats) if a.formats else None, target=a.target,
-                  speed_table=a.speed_table, speed_concurrency=a.speed_concurrency)
+                  speed_table=a.speed_table, speed_concurrency=a.speed_concurrency, prefill_table=a.prefill_table)
     log_path = tuner.out / "tune.log"  # beside the study folder's study.log; --overwrite clears the tune's own folder
     with captured_output(log_path, a.verbose) as console:
         console.line(f"tune {a.study} → {tuner.tdir} (details: {log_path})")

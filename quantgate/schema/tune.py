@@ -91,6 +91,7 @@ class TuneInputs(Record):
     formats: list[str] | None = None
     target: str
     speed_table_sha256: str | None = None  # --speed-table: the measured cost table the speed-ups come from
+    prefill_table_sha256: str | None = None  # --prefill-table: the prefill phase of the served speed-ups
     speed_concurrency: int | None = None
 
 

@@ -8,6 +8,7 @@ measured alone. Whether that holds on pages is what a study (and ``tune``) check
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from quantgate.sensitivity.budget import human
 
 if TYPE_CHECKING:
     from quantgate.schema.speed import CostTable
+    from quantgate.speed.served import PrefillTable
 
 TARGETS = ("hopper", "blackwell", "ampere", "none")
 
@@ -61,6 +63,9 @@ class TableSpeed:
     concurrency: int
     ms_per_step: float
     bf16_ms_per_step: float
+    # with a prefill table (``--prefill-table``): the served speed-up, the waves' prefill phase included
+    served_speedup: float | None = None
+    prefill_source: str | None = None
 
 
 @dataclass
@@ -84,7 +89,7 @@ class Recommendation:
     @property
     def modelled_speedup(self) -> float:
         if self.speed:
-            return self.speed.bf16_ms_per_step / self.speed.ms_per_step
+            return self.speed.served_speedup or self.speed.bf16_ms_per_step / self.speed.ms_per_step
         return self.bf16_decode_bytes / self.decode_bytes if self.decode_bytes else float("inf")
 
     @property
@@ -97,11 +102,14 @@ class Recommendation:
     @property
     def speed_basis(self) -> str:
         """Where ``modelled_speedup`` comes from, said in the recipe, the terminal and the tune report."""
+        if self.speed and self.speed.served_speedup:
+            return (f"predicted served speed-up at concurrency {self.speed.concurrency}: the decode step from the "
+                    f"measured cost table {self.speed.source} (BF16 {self.speed.bf16_ms_per_step:.3f} ms, this recipe "
+                    f"{self.speed.ms_per_step:.3f} ms) and the prefill phase from {self.speed.prefill_source} "
+                    "(quantgate.speed.served)")
         if self.speed:
-            # the same for every recipe of one table (the tune report's line), the recipe's own ms said beside it
             # decode only: on ~4k-token pages at c=32 the prefill half of a served wave ran 0.59-0.71x BF16's speed
-            # in NVFP4 recipes on the H200 (benchmarks/results/speed_table_check_issue30.json), which no decode
-            # table sees
+            # in NVFP4 recipes on the H200, which no decode table sees: give a prefill table (--prefill-table)
             return (f"predicted from the measured cost table {self.speed.source} at concurrency {self.speed.concurrency} "
                     f"(GPU time per decode step, prefill not included; BF16 {self.speed.bf16_ms_per_step:.3f} ms)")
         return f"modelled from weight bytes at {self.bandwidth_gbps:g} GB/s, not measured"
@@ -174,11 +182,13 @@ def _solve(kl: list[list[float]], cost: list[list[float]], limit: float) -> list
 def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effective_bits: float | None = None,
               speedup: float | None = None, formats: list[str] | None = None, target: str = "hopper",
               exclude: dict[str, list[str]] | None = None, speed_table: CostTable | None = None,
-              speed_table_source: str = "", speed_concurrency: int | None = None) -> Recommendation:
+              speed_table_source: str = "", speed_concurrency: int | None = None,
+              prefill_table: PrefillTable | None = None, prefill_table_source: str = "") -> Recommendation:
     """The least summed damage under one budget. ``exclude`` forbids formats per group (BF16 is
     always allowed): how a tuning loop promotes a group that hurt more than predicted. ``speed_table``:
     a measured cost table (``quantgate.speed``): ``--speedup`` is then its predicted GPU time per decode step
-    at ``speed_concurrency`` (default its lowest), and the chosen recipe's speed-up is predicted from it."""
+    at ``speed_concurrency`` (default its lowest), and the chosen recipe's speed-up is predicted from it;
+    ``prefill_table`` (``quantgate.speed.served``): both are then the served speed-up, the waves' prefill included."""
     if sum(x is not None for x in (budget_bytes, effective_bits, speedup)) != 1:
         raise InputError("give exactly one of --budget, --effective-bits, --speedup")
     if target not in TARGETS:
@@ -226,14 +236,15 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
                              f"(the smallest is {lo:.3f})")
     elif speed_table is not None:
         mode, budget = "speedup", speedup
-        table = _table_costs(speed_table, groups, formats, speed_concurrency, speed_table_source)
+        table = _table_costs(speed_table, groups, formats, speed_concurrency, speed_table_source, prefill_table)
         cost = [[table.cost[(g.name, f)] for f in row] for g, row in zip(groups, names, strict=True)]
         fastest = table.fixed_ms + sum(min(r) for r in cost)
+        unit = "seconds per served wave" if prefill_table is not None else "GPU ms per decode step"
         top = table.bf16_ms / fastest
         if speedup <= 1 or speedup > top:
             raise InputError(f"--speedup {speedup}: {'must be above 1 (BF16 is 1.0); ' if speedup <= 1 else ''}"
                              f"at most {top:.2f}x is predicted with these formats by {speed_table_source} at "
-                             f"concurrency {table.concurrency} (GPU ms per decode step: BF16 {table.bf16_ms:.3f}, "
+                             f"concurrency {table.concurrency} ({unit}: BF16 {table.bf16_ms:.3f}, "
                              f"fastest {fastest:.3f})")
         limit = table.bf16_ms / speedup - table.fixed_ms
     else:
@@ -269,6 +280,12 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
                          speed_table_source)
         rec.speed = TableSpeed(source=speed_table_source, concurrency=t.concurrency, bf16_ms_per_step=t.bf16_ms,
                                ms_per_step=t.fixed_ms + sum(t.cost[(c.group, c.format)] for c in choices))
+        if prefill_table is not None:
+            w = _table_costs(speed_table, groups, sorted({c.format for c in choices} - {"bf16"}), speed_concurrency,
+                             speed_table_source, prefill_table)
+            rec.speed = dataclasses.replace(rec.speed, prefill_source=prefill_table_source or prefill_table.source,
+                                            served_speedup=w.bf16_ms / (w.fixed_ms + sum(w.cost[(c.group, c.format)]
+                                                                                         for c in choices)))
     for f in sorted({c.format for c in choices} - {"bf16"}):
         note = kernel_notes(f, target)
         if note:
@@ -276,10 +293,15 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
     return rec
 
 
-def _table_costs(table: CostTable, groups, formats: list[str], concurrency: int | None, source: str):
+def _table_costs(table: CostTable, groups, formats: list[str], concurrency: int | None, source: str,
+                 prefill: PrefillTable | None = None):
+    """The solver's rows: GPU ms per decode step, or with ``prefill`` seconds per served wave."""
     from quantgate.speed.predict import group_costs
+    from quantgate.speed.served import served_group_costs
 
     c = concurrency if concurrency is not None else min(table.concurrency)
+    if prefill is not None:
+        return served_group_costs(table, prefill, groups, formats, c, where=source or "speed table")
     return group_costs(table, groups, formats, c, where=source or "speed table")
 
 

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from quantgate.errors import InputError
 from quantgate.schema.base import Record
 from quantgate.schema.run import RequestRecord
 from quantgate.schema.variant import PlanRow
-from quantgate.speed.predict import Prediction
+from quantgate.speed.predict import GroupCosts, Prediction, group_costs
+
+if TYPE_CHECKING:
+    from quantgate.schema.speed import CostTable
 
 PREFILL_TABLE_VERSION = 1
 
@@ -51,6 +55,7 @@ class PrefillTable(Record):
     kind: Literal["quantgate.prefill_table"] = "quantgate.prefill_table"
     built_from: list[str]
     levels: dict[int, PrefillLevel]
+    plan_params: int  # parameters of the decode modules the shares are fractions of
     source: str
 
 
@@ -123,7 +128,8 @@ def build_prefill_table(phases: dict[str, dict[int, WavePhases]], plans: dict[st
                                  slope={f: float(s) for f, s in zip(fmts, slope, strict=True)})
     if not levels:
         raise InputError(f"prefill model: no level has speed waves of every recipe of {', '.join(built_from)}")
-    return PrefillTable(built_from=list(built_from), levels=levels, source=source)
+    return PrefillTable(built_from=list(built_from), levels=levels, source=source,
+                        plan_params=sum(r.params for r in plans[baseline]))
 
 
 def predict_served(table: PrefillTable, decode: Prediction, plan: Sequence[PlanRow]) -> ServedPrediction:
@@ -141,3 +147,31 @@ def predict_served(table: PrefillTable, decode: Prediction, plan: Sequence[PlanR
     served = lv.bf16_prefill_s * prefill_ratio + lv.bf16_decode_s * step_ratio
     return ServedPrediction(concurrency=decode.concurrency, speedup=(lv.bf16_prefill_s + lv.bf16_decode_s) / served,
                             prefill_ratio=prefill_ratio, step_ratio=step_ratio)
+
+
+def load_prefill_table(path: Path) -> PrefillTable:
+    from quantgate.schema.base import read_record_file
+
+    return read_record_file(PrefillTable, Path(path))
+
+
+def served_group_costs(table: CostTable, prefill: PrefillTable, groups: Sequence, formats: Sequence[str],
+                       concurrency: int, *, where: str = "speed table") -> GroupCosts:
+    """``recommend``'s solver rows in seconds of a served wave instead of GPU ms per decode step: each (group,
+    format) costs its decode GEMMs scaled to the wave's decode phase plus its share of the prefill phase (the
+    format's slope times the group's parameters over the plan's), so a speed budget is a served speed-up."""
+    dec = group_costs(table, groups, formats, concurrency, where=where)
+    lv = prefill.levels.get(concurrency)
+    if lv is None:
+        raise InputError(f"prefill model: no waves at concurrency {concurrency} (it has "
+                         f"{', '.join(map(str, sorted(prefill.levels)))})")
+    missing = sorted(set(formats) - {"bf16"} - set(lv.slope))
+    if missing:
+        raise InputError(f"prefill model: no recipe it was built from runs {missing[0]}; measure one that does, or "
+                         f"leave {missing[0]} out")
+    scale = lv.bf16_decode_s / dec.bf16_ms
+    params = {g.name: (g.params if g.decode else 0) for g in groups}
+    cost = {(g, f): ms * scale + (lv.bf16_prefill_s * lv.slope[f] * params[g] / prefill.plan_params
+                                  if f != "bf16" else 0.0) for (g, f), ms in dec.cost.items()}
+    return GroupCosts(concurrency=concurrency, cost=cost, fixed_ms=dec.fixed_ms * scale + lv.bf16_prefill_s,
+                      bf16_ms=lv.bf16_prefill_s + lv.bf16_decode_s)

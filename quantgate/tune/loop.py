@@ -121,7 +121,8 @@ class Tuner:
                  effective_bits: float | None = None, speedup: float | None = None, max_trials: int = 5,
                  out: Path | None = None, name: str | None = None, formats: list[str] | None = None,
                  target: str = "hopper", run_study: Callable | None = None, log: Callable[[str], None] = print,
-                 speed_table: Path | None = None, speed_concurrency: int | None = None):
+                 speed_table: Path | None = None, speed_concurrency: int | None = None,
+                 prefill_table: Path | None = None):
         from quantgate.sensitivity import check_model, load_sensitivity
         from quantgate.sensitivity.recommend import recommend
         from quantgate.study.spec import resolve_path
@@ -141,6 +142,15 @@ class Tuner:
 
             self.budget.update(speed_table=load_cost_table(speed_table), speed_table_source=str(speed_table),
                                speed_concurrency=speed_concurrency)
+            if prefill_table is not None:  # the served speed-up, the waves' prefill phase included
+                from quantgate.speed.served import load_prefill_table
+
+                self.budget.update(prefill_table=load_prefill_table(prefill_table),
+                                   prefill_table_source=str(prefill_table))
+        elif prefill_table is not None:
+            from quantgate.errors import UsageError as _Usage
+
+            raise _Usage("--prefill-table needs --speed-table (the decode step it adds the prefill phase to)")
         self.formats = formats or list(self.sens.formats)
         self.target = target
         # a budget outside what the formats allow is refused here, before any work
@@ -167,6 +177,7 @@ class Tuner:
                                  model_weights_sha256=self.sens.model_weights_sha256, mode=self.mode,
                                  limit=self.limit_value, formats=formats, target=target,
                                  speed_table_sha256=sha256_file(Path(speed_table)) if speed_table else None,
+                                 prefill_table_sha256=sha256_file(Path(prefill_table)) if prefill_table else None,
                                  speed_concurrency=first.speed.concurrency if first.speed else None)
 
     # --- files ---------------------------------------------------------------------------------------
