@@ -70,3 +70,14 @@ def test_bad_input_is_one_error_naming_the_page(change, error, match):
     change(base, cand, kw)
     with pytest.raises(error, match=match):
         outputs.compare_outputs(base, cand, **kw)
+
+
+def test_the_baseline_rerun_is_bounded_beside_the_candidate():
+    """The noise floor without truth: the baseline re-run's mean bound and changed pages, beside the candidate's."""
+    base = _texts(400, seed=2)
+    rerun = {p: t + " the" if i % 10 == 0 else t for i, (p, t) in enumerate(base.items())}  # 40 pages differ
+    truth = {p: base[p] for p in list(base)[:30]}
+    v = outputs.outputs_verdict(outputs.OutputTexts(base, dict(base), rerun), truth, {p: p for p in base}, set(truth),
+                                VerdictSettings(metric="ned", n_resamples=1000))
+    assert v.noise_flips == 40 and 0 < v.noise_mean_bound < 0.1 * 40 / 400
+    assert (v.verdict, v.reason, v.mean_bound, v.flips) == ("within_noise", "identical_outputs", 0.0, 0)
