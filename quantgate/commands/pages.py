@@ -125,6 +125,12 @@ def cmd_import(a: argparse.Namespace) -> int:
                              calibration_fraction=a.calibration_fraction, seed=a.split_seed, max_pixels=a.max_pixels,
                              max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
                              document_pattern=a.document_pattern)
+        if a.checks:  # every check as scoring reads it, before any page is written (one DataError: file:line, id)
+            from quantgate.io.fileio import read_jsonl
+            from quantgate.scoring.olmocr_checks import validate_checks
+
+            validate_checks((f"{f}:{no}", c) for f in (a.checks if isinstance(a.checks, list) else [a.checks])
+                            for no, c in read_jsonl(f, final_newline_optional=True))
         bar, cb = _progress(None, "importing")
         try:
             rep = import_pages(a.sources, a.output, opts, overwrite=a.overwrite, progress=cb)
@@ -157,8 +163,10 @@ def cmd_check(a: argparse.Namespace) -> int:
     from quantgate.errors import InputError
     from quantgate.heldout.check import check_pageset
     from quantgate.io.pageset import load_pageset
+    from quantgate.scoring.olmocr_checks import pageset_checks, validate_checks
 
     ps = load_pageset(a.pageset)
+    validate_checks(pageset_checks(a.pageset))  # as scoring reads them: one DataError naming file:line and check id
     problems = check_pageset(ps)
     for pr in problems:
         print(pr, file=sys.stderr)

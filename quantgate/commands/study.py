@@ -118,6 +118,8 @@ docs/study.md explains the family rule.""")
                    "Sign only in the trusted job that ran the study (docs/security.md)")
     g.add_argument("--attestation", type=Path, metavar="PATH", help="where --sign writes (default "
                    "OUT/attestation.intoto.json)")
+    g.add_argument("--allow-readable-key", action="store_true", help="sign with a private key that group or others "
+                   "can read (refused by default, as ssh refuses one: `chmod 600 KEY` instead)")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -272,7 +274,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
     if a.sign:  # a bad key ends the gate before it runs: nothing judged, nothing written
         from quantgate.gate.attest import load_private_key
 
-        key = load_private_key(a.sign)
+        key = load_private_key(a.sign, a.allow_readable_key)
     metrics, variants = a.metrics.split(",") if a.metrics else None, a.variants.split(",") if a.variants else None
     code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study)
     if code is GateCode.INVALID:

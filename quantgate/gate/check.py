@@ -101,6 +101,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
             raise _Invalid(f"{where}: the study declares lm_eval but summary.json has no lm_eval section")
         _same(rep.lm_eval.verdicts, lm or [], lambda r: (r["variant"], r["task"], r["metric"]), where,
               "lm_eval.verdicts")
+        _same_lmeval_runs(rep, st, out, where)
     elif rep.lm_eval is not None:
         raise _Invalid(f"{where}: lm_eval verdicts in a summary whose study declares no lm_eval")
 
@@ -250,6 +251,7 @@ def rehash_study(out: Path) -> None:
 def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
+    from quantgate.gate.attest import GIT_PATHS
     from quantgate.io.fingerprint import weights_fingerprint
     from quantgate.schema.base import read_record_file
     from quantgate.schema.run import RunManifest
@@ -273,7 +275,9 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         for name, sha in v.files.items():
             check(f"{v.path}/{name}", sha, f"variants.{v.name}.files.{name}")
         # every file of the folder is bound: one added beside the weights (a .py, a tokenizer map) changes what serves
-        extra = sorted(f.name for f in vdir.iterdir() if f.name not in v.files and f.name != "quantgate.json") \
+        # git's own files left out, as model-signing and the signature leave them out (gate.attest.GIT_PATHS)
+        extra = sorted(f.name for f in vdir.iterdir()
+                       if f.name not in v.files and f.name != "quantgate.json" and f.name not in GIT_PATHS) \
             if vdir.is_dir() else []
         if extra:
             problems.append(f"{vdir / extra[0]} is not among the files the verdicts were made with")
@@ -286,7 +290,15 @@ def _rehash(rep, st, out: Path, where: str) -> None:
             # the weights on disk are the ones that were served (run.json's fingerprint, when it has one)
             if run.variant_fingerprint and run.variant_fingerprint != weights_fingerprint(vdir):
                 problems.append(f"{vdir}: its weights are not the ones runs/{v.name}/run.json served")
-    stray = sorted(d.name for d in (out / "variants").iterdir() if d.name not in {v.name for v in rep.variants}) \
+            # the study's echo, proven by the (hashed) run each variant served
+            for field, ran in (("prompt", "prompt"), ("max_tokens", "max_tokens"), ("split", "split"),
+                               ("slo_s", "slo_p90_latency_s")):
+                if getattr(run, ran) != getattr(st, field):
+                    problems.append(f"{where}: study.{field} is {getattr(st, field)!r} but runs/{v.name}/run.json "
+                                    f"served {getattr(run, ran)!r}")
+    # folders only: a file beside the variant folders (a README) is served by nothing
+    stray = sorted(d.name for d in (out / "variants").iterdir()
+                   if d.is_dir() and d.name not in {v.name for v in rep.variants}) \
         if (out / "variants").is_dir() else []
     if stray:
         problems.append(f"{out / 'variants' / stray[0]} is a variant folder the study does not declare")
@@ -300,6 +312,10 @@ def _rehash(rep, st, out: Path, where: str) -> None:
     needed = used_score_files(st) + required_files(st) + (used_bound_files(st) if rep.truth is not None else [])
     if st.lm_eval and not problems:
         needed += [relative_inside(f, out) or str(f) for f in lmeval_files(st, out)]
+        # every file of the lm-eval task folder, as the study bound them: one added is a task lm-eval would read
+        from quantgate.study.verdicts import bound_files
+
+        needed += [f for f in bound_files(st, out) if f.startswith("lmeval/task/")]
     lacking = [f for f in needed if f not in files]
     if lacking:
         problems.append(f"{where}: inputs.files lists no hash for {', '.join(lacking)}")
@@ -384,6 +400,19 @@ def _same_claims(rep, st, out: Path, where: str) -> None:
                            "files; summary.json was edited or belongs to other files")
     if have["provenance"]["statistics"] != made["provenance"]["statistics"]:
         raise _Invalid(f"{where}: provenance.statistics is not what the study's verdicts give; summary.json was edited")
+
+
+def _same_lmeval_runs(rep, st, out: Path, where: str) -> None:
+    """summary.json's ``lm_eval.runs`` (what the report shows per variant: scores, versions, limit, fingerprint)
+    is each variant's hashed lmeval.json, read again."""
+    from quantgate.study.lmeval import lmeval_runs
+
+    have = {k: r.model_dump() for k, r in rep.lm_eval.runs.items()}
+    made = {k: r.model_dump() for k, r in lmeval_runs(st, out).items()}
+    diff = _first_difference({"lm_eval.runs": have}, {"lm_eval.runs": made})
+    if diff:
+        raise _Invalid(f"{where}: {diff[0]} is {diff[1]!r} in summary.json but {diff[2]!r} in the lm-eval files; "
+                       "summary.json was edited or belongs to other files")
 
 
 def _without_truths(pages_file: Path):

@@ -20,6 +20,7 @@ from quantgate.errors import InputError, UnsafeInputError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
 from quantgate.io.pageset import MANIFEST_FILE, OMNIDOC_SUFFIX, PAGES_FILE, split_of
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import decode_text, read_regular
 from quantgate.schema.omnidoc import TruthPage
 from quantgate.schema.pages import PageRecord, PageSetManifest, PageSource
 
@@ -164,15 +165,22 @@ def _render_pdf(path: Path, opts: ImportOptions):
     except Exception as e:
         raise InputError(f"{path}: cannot open PDF ({e}); is it complete and not encrypted?") from None
     try:
-        n = len(pdf)
+        try:
+            n = len(pdf)
+        except Exception as e:  # noqa: BLE001 — pdfium's PdfiumError, whatever a damaged file raises
+            raise InputError(f"{path}: cannot read the PDF's pages ({' '.join(str(e).split())[:120]})") from None
         if n == 0:
             raise InputError(f"{path}: PDF has no pages")
         if n > opts.max_pdf_pages:
             raise InputError(f"{path}: PDF has {n} pages, over the limit of {opts.max_pdf_pages}; "
                              "split it or raise --max-pdf-pages")
         for i in range(n):
-            page = pdf[i]
-            w_pt, h_pt = page.get_size()
+            try:  # a damaged page tree (one that lists itself) fails here, inside pdfium
+                page = pdf[i]
+                w_pt, h_pt = page.get_size()
+            except Exception as e:  # noqa: BLE001 — pdfium's PdfiumError, whatever a damaged file raises
+                raise InputError(f"{path}: page {i + 1} cannot be read ({' '.join(str(e).split())[:120]}); the PDF "
+                                 "is damaged") from None
             if opts.dpi:
                 scale = opts.dpi / 72.0
             else:
@@ -312,11 +320,9 @@ class _PageWriter:
         if pid not in self.truth_files:
             return None, None, None
         tf = self.truth_files[pid]
-        raw = tf.read_bytes()
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"{tf}: truth is not UTF-8 (bad byte at offset {e.start}); re-save it as UTF-8") from None
+        raw = read_regular(tf, "truth file")
+        # UTF-8 only: UTF-16 (with or without its byte-order mark: NUL bytes) was stored NUL-interleaved and scored
+        decode_text(raw, f"{tf}: truth")
         (self.root / "truth").mkdir(exist_ok=True)
         rel = f"truth/{pid}{tf.suffix}"
         (self.root / rel).write_bytes(raw)

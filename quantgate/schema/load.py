@@ -77,7 +77,7 @@ def read_regular(path: str | os.PathLike, what: str = "file", limit: int = MAX_F
     return data
 
 
-def _text(raw: bytes, where: str) -> str:
+def decode_text(raw: bytes, where: str) -> str:
     """``raw`` as UTF-8 text, a leading BOM dropped; UTF-16 and NUL bytes refused naming the line."""
     if raw.startswith(_UTF16_BOMS):
         raise DataError(f"{where}: UTF-16 text (it starts with a UTF-16 byte-order mark); re-save it as UTF-8")
@@ -132,7 +132,7 @@ def parse_json(data: bytes | str, where: str, *, line: int | None = None) -> Any
     """One JSON document, under the limits. ``where`` names the file in the error; ``line`` the line it is (a JSONL
     record), else the error names the line of the file the problem is on."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    text = _text(raw, where if line is None else f"{where}:{line}")
+    text = decode_text(raw, where if line is None else f"{where}:{line}")
 
     def at(lineno: int) -> str:
         return f"{where}:{lineno if line is None else line}"
@@ -160,7 +160,7 @@ def parse_yaml(data: bytes | str, where: str) -> Any:
     error is one line naming the line and the problem."""
     import yaml  # type: ignore[import-untyped]
 
-    text = _text(data.encode("utf-8") if isinstance(data, str) else data, where)
+    text = decode_text(data.encode("utf-8") if isinstance(data, str) else data, where)
     try:
         obj = yaml.safe_load(text)
     except yaml.MarkedYAMLError as e:

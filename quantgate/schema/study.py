@@ -22,7 +22,9 @@ from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_PAGES, MIN_RESAMPLES, Te
 
 class _S(BaseModel):
     # no float field takes nan or inf: checked when the YAML is loaded, before any page, weight or server
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: a number written as text ("48", "0.01") or a float where a count is meant (1e30) is refused, not
+    # coerced, as docs/reliability.md promises — the study is the one file a person types numbers into
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 def _not_bool(v):
@@ -33,7 +35,12 @@ def _not_bool(v):
 
 
 _Num = BeforeValidator(_not_bool)
-PositiveInt = Annotated[int, _Num, Field(ge=1)]
+# an upper bound far above any real study on every count, so a typo (1e9 pages, 1e30 tokens) stops at once instead
+# of filling a disk
+MAX_COUNT = 1_000_000
+# a plain name: no folder separator, no control character, not starting with a dot ("../x", ".hidden", "a/b")
+PlainName = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]*$")]
+PositiveInt = Annotated[int, _Num, Field(ge=1, le=MAX_COUNT)]
 NonNegativeInt = Annotated[int, _Num, Field(ge=0)]
 PositiveFloat = Annotated[float, _Num, Field(gt=0)]
 NonNegativeFloat = Annotated[float, _Num, Field(ge=0)]
@@ -43,7 +50,7 @@ EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class SynthPages(_S):
-    n: Annotated[int, _Num, Field(ge=2, description="number of pages")]
+    n: Annotated[int, _Num, Field(ge=2, le=100_000, description="number of pages")]
     seed: NonNegativeInt = Field(0, description="seeds the pages' text and layout and the split")
     profile: Literal["doc", "simple", "reader"] = Field("doc", description="doc: full pages; simple: a heading and "
                                                         "one short block; reader: what the bundled tiny reader learned")
@@ -161,7 +168,7 @@ RENAMED_KEYS = {"seed": "bootstrap_seed"}
 
 class Study(_S):
     schema_version: Annotated[Literal[1], _Num] = 1
-    name: str
+    name: PlainName  # the default output folder is <name>-out beside the study file: never a path
     model: str
     prompt: str = DEFAULT_PROMPT
     pages: PagesSpec
@@ -238,6 +245,15 @@ class Study(_S):
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError(f"variant names must be unique: {names}")
+        for field in ("metrics", "concurrency"):  # a metric twice makes its verdicts twice, which no gate accepts
+            seen = getattr(self, field)
+            twice = [x for i, x in enumerate(seen) if x in seen[:i]]
+            if twice:
+                raise FieldError((field,), f"{twice[0]!r} is listed twice in {seen}; list each once")
+        for field, top in (("max_tokens", MAX_COUNT), ("calibration_samples", MAX_COUNT), ("resamples", MAX_COUNT),
+                           ("min_pages", MAX_COUNT), ("min_documents", MAX_COUNT), ("slo_s", 86_400.0)):
+            if getattr(self, field) > top:
+                raise FieldError((field,), f"{getattr(self, field)!r} is above {top:g}; no study needs more — a typo?")
         if self.baseline not in names:
             raise ValueError(f"baseline {self.baseline!r} is not one of the variants {names}")
         if self.sequential is not None and self.verdicts_by_tag:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import yaml
 from pydantic import Field
 
 from quantgate.errors import DeprecatedSpelling, InputError
 from quantgate.schema import study as schema
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import load_yaml
 from quantgate.serve.backends.derive import default_study_backend, study_backend_type
 
 BackendSpec = study_backend_type()  # {name: transformers | vllm | openai | external | …, that backend's options}
@@ -25,10 +25,7 @@ class Study(schema.Study):
 
 def load_study(path: Path) -> Study:
     path = Path(path)
-    try:
-        obj = yaml.safe_load(path.read_text("utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read the study ({e})") from None
+    obj = load_yaml(path, "study file")  # one DataError naming the file and line, under the loader's limits
     if not isinstance(obj, dict):
         raise InputError(f"{path}: a study is a YAML mapping")
     for old, new in schema.RENAMED_KEYS.items():

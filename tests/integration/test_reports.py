@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.gate import gate
 from quantgate.io.fileio import sha256_file
 from quantgate.reports import build_summary, load_summary, write_reports
@@ -191,7 +191,8 @@ def test_gate_reads_the_typed_summary(study_dir):
     assert code == 1 and any(line.startswith("regression") and " bad ned" in line for line in lines)
     assert gate(out, variants=["fp8"])[0] == 0
     assert gate(out, metrics=["cer"])[0] == 1
-    assert gate(out, metrics=["wer"])[0] == 3  # the study does not compute it
+    with pytest.raises(UsageError, match="--metrics: 'wer'"):  # the study does not compute it: the caller's typo
+        gate(out, metrics=["wer"])
     assert gate(out, variants=["fp8"], lmeval=True)[0] == 3  # no lm-eval verdicts in this study
     (dirs["fp8"] / "model.safetensors").write_bytes(b"changed")
     code, lines = gate(out, variants=["fp8"])

@@ -38,7 +38,7 @@ def _manifest(vdir: Path, name: str, weights: bytes) -> dict:
             "wall_s": 1.0, "peak_rss_mb": 10.0, "peak_gpu_mb": None}
 
 
-def _run(name: str, pages_per_s: dict[int, float]) -> dict:
+def _run(name: str, pages_per_s: dict[int, float], st=None) -> dict:
     from quantgate.schema.run import RunManifest
 
     levels = [{"concurrency": c, "n_requests": 4, "n_errors": 0, "wall_s": 1.0, "pages_per_s": p,
@@ -46,7 +46,9 @@ def _run(name: str, pages_per_s: dict[int, float]) -> dict:
                "ttft_s": {"p50": 0.1, "p90": 0.2, "p99": 0.3}, "latency_s": {"p50": 1.0, "p90": 2.0, "p99": 3.0}}
               for c, p in pages_per_s.items()]
     return RunManifest(variant=f"variants/{name}", backend="transformers", pageset="pages", pageset_sha256="0" * 64,
-                       split="heldout", prompt="p", max_tokens=8, levels=levels, slo_p90_latency_s=10.0).model_dump()
+                       split=st.split if st else "heldout", prompt=st.prompt if st else "p",
+                       max_tokens=st.max_tokens if st else 8, levels=levels,
+                       slo_p90_latency_s=st.slo_s if st else 10.0).model_dump()  # the gate holds a study's echo to it
 
 
 def _requests(path: Path, ids: list[str], outputs: dict[int, list[str]]) -> None:
@@ -153,7 +155,7 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         man = _manifest(vdir, name, bytes([i]) * (100 - 30 * i))
         (vdir / "quantgate.json").write_text(json.dumps(man))
         (out / "runs" / name).mkdir(parents=True)
-        (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name])))
+        (out / "runs" / name / "run.json").write_text(json.dumps(_run(name, speeds[name], st)))
         if st.speed is not None:
             _speed(out, name, st, tok_s=20.0 * (1 + i))
         dirs[name] = vdir
