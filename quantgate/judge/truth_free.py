@@ -115,6 +115,9 @@ def truth_free_verdict(pages: OutputPages, settings: VerdictSettings, labeled: V
                   noise_flips=None if pages.noise_bound is None else int((pages.noise_bound > 0).sum()))
     if truth.all() and labeled is not None:
         return labeled.model_copy(update={"method": "labeled", **counts})
+    if s.test != "non_inferiority":
+        raise ValueError(f"test {s.test!r}: pages without truth are judged by non-inferiority only (a bound says how "
+                         "much worse a candidate can be, not how much better); write truth for every page")
     if labeled is not None and labeled.verdict == "regression":  # truth shows it worse: no bound can pass it
         return labeled.model_copy(update={"method": "labeled", **counts})
     drawn = pages.at_random & truth

@@ -387,9 +387,14 @@ def _truth_free(v: Verdict, one: str) -> str | None:
         return (f"the outputs differ too much for their bound alone: the mean bound {mb:.4f} is surely above the "
                 f"margin {m:.4f}; label pages at random (`quantgate pages label-sample`) so the verdict can subtract "
                 f"what the bound overstates, or write truth for every page; {pages}")
+    need = (f"; about {v.pages_needed} pages in {v.documents_needed} documents (unlabeled ones count) would "
+            f"decide it at {v.power:.0%} power" if v.pages_needed else "")
+    if v.reason == "rare_failures_not_ruled_out":
+        return (f"the outputs bound the damage inside the margin {m:.4f} so far, but not yet a rare failure the pages "
+                f"have not shown: a pass needs {v.rare_failure_pages} effective pages and {v.rare_failure_documents} "
+                f"documents (here {v.effective_n:.0f} and {v.documents}) and the bounded test to clear the margin{need}; "
+                f"{pages}")
     if v.reason == "ci_straddles_margin":
-        need = (f"; about {v.pages_needed} pages in {v.documents_needed} documents (unlabeled ones count) would "
-                f"decide it at {v.power:.0%} power" if v.pages_needed else "")
         return (f"the damage's {one} upper bound, {max(0.0, up - (v.excess_lower or 0.0)):.4f} (mean bound "
                 f"{mb:.4f}{less}), crosses the margin {m:.4f}{need}; pages labeled at random sharpen it; {pages}")
     return None

@@ -134,3 +134,11 @@ def test_a_page_count_says_where_it_comes_from():
                        {f"p{i}": ScoreRow(page_id=f"p{i}", ned=0.1 + 0.001 * (i % 3)) for i in range(20)}, S)
     assert v.reason == "too_few_pages"
     assert "(1 - 1/100)^n" in v.message and f"takes {C.rare_failure_count(0.01, 1.0)} pages" in v.message
+
+
+def test_pages_without_truth_are_judged_by_non_inferiority_only():
+    """A bound says how much worse the candidate can be, never how much better: no equivalence without truth."""
+    p = _pages(np.zeros(400), [f"d{i}" for i in range(400)], np.where(np.arange(400) < 30, 0.0, np.nan))
+    with pytest.raises(ValueError, match="non-inferiority only"):
+        truth_free_verdict(p, VerdictSettings(metric="ned", n_resamples=1000, test="equivalence"), None)
+    assert truth_free_verdict(p, S, None).verdict == "within_noise"
