@@ -50,6 +50,8 @@ FOREIGN = {
     "quantgate.serve.client.chat_body": "an OpenAI chat-completions request body",
     "quantgate.serve.backends.derive.backend_flags": "argparse's table of flags",
     "quantgate.scoring.olmocr_checks.prepare": "olmOCR-bench's check objects, kept as given",
+    "quantgate.scoring.olmocr_checks.pageset_checks": "olmOCR-bench's check objects as pages.jsonl holds them "
+                                                      "(unprepared, with where each lies), for validate_checks",
     "quantgate.speed.profile.profiler_config": "vLLM's --profiler-config JSON",
     "quantgate.speed.trace.load_trace": "a torch-profiler trace (Chrome trace JSON), as torch writes it",
 }

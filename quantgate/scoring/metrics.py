@@ -159,7 +159,8 @@ _register_omnidoc()
 
 def is_blank(pred: str | None) -> bool:
     """An output that reads nothing (none, or only whitespace): scored the metric's worst value, not by the metric
-    (the one rule; the truth-free bounds follow it)."""
+    (the one rule; the truth-free bounds follow it), except by ``checks``, whose checks judge an empty text
+    themselves (``score_one``)."""
     return pred is None or not pred.strip()
 
 
@@ -175,6 +176,11 @@ def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[
         return None
     if metric.needs == "checks" and not checks:
         return None
+    if metric.needs == "checks" and pred is not None:
+        # olmOCR-bench's checks define their own answer for an empty output (an ``absent`` or blank-page
+        # ``baseline`` check passes it, the rest fail): upstream runs them on the text as given, and so do we. Only
+        # a page with no output at all (missing) takes the worst value.
+        return metric.fn(pred, checks)
     if is_blank(pred):
         if metric.name == "table_teds" and _table_teds("", truth or "") is None:
             return None

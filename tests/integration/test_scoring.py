@@ -48,7 +48,10 @@ def test_empty_predictions_get_worst_value():
     for name, worst in (("ned", 1.0), ("cer", 1.0), ("wer", 1.0), ("bow_f1", 0.0)):
         assert m(name, "", "some truth") == worst
         assert m(name, None, "some truth") == worst
-    assert m("checks", "", None, [{"type": "absent", "text": "x", "pdf": "a", "page": 1, "id": "a"}]) == 0.0
+    # checks judge an empty text themselves, as upstream's do (an absent check passes it); no output at all is worst
+    absent = [{"type": "absent", "text": "x", "pdf": "a", "page": 1, "id": "a"}]
+    assert m("checks", "", None, absent) == 1.0
+    assert m("checks", None, None, absent) == 0.0
     assert m("ned", "anything", None) is None  # no truth: not applicable, not zero
 
 
