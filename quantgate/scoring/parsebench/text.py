@@ -1,0 +1,151 @@
+"""ParseBench's text preparation for its content rules: how an output (and a rule's expected words and sentences)
+is normalized before counting. Written by hand because no package implements ParseBench's normalization (its
+own package needs Python >= 3.12 and pulls its inference stack); each step follows upstream's
+``evaluation/metrics/parse/utils.normalize_text`` and ``rules_base`` helpers, checked against them in
+tests/unit/scoring/test_parsebench_*.py. Table cells are read with quantgate's own table reader
+(``scoring.tablegraph``), not upstream's: the one knowing departure (docs/metrics.md)."""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+from quantgate.scoring.tablegraph import html_tables, markdown_tables
+
+# Unicode punctuation that upstream folds to ASCII before anything else.
+_QUOTE_FOLD = str.maketrans({
+    **{c: "'" for c in "\u2018\u2019\u201a\u201b`\u00b4\u02bc\u02b9\uff07\u2032\u2035\u02bb\u02ca\u02cb"},
+    **{c: '"' for c in "\u201c\u201d\u201e\u201f\u301d\u301e\uff02\u2033\u2036\u02ee"},
+    "\uff0c": ",", "\uff0e": ".", "\uff1a": ":", "\uff1b": ";", "\uff01": "!", "\uff1f": "?",
+    "\uff08": "(", "\uff09": ")", "\u3001": ",", "\u3002": ".",
+})
+# After accents are dropped: dashes, ellipsis, micro sign, and the bullet / circled-x symbol classes.
+_SYMBOL_FOLD = str.maketrans({
+    "\uff3f": "_", "\u2013": "-", "\u2014": "-", "\u2011": "-", "\u2012": "-", "\u2212": "-",
+    "\u2026": "...", "\n": " ", "\u00b5": "\u03bc",
+    **{c: "\u2022" for c in "\u25cf\u25cb\u25e6\u2219\u2981\u00b7"},
+    **{c: "\u2297" for c in "\u2bbe\u24e7\u2a02"},
+})
+# Literal strings upstream deletes (or turns into a space), in its order.
+_DROPPED = ("<ins>", "</ins>", "<u>", "</u>", "~~", "<mark>", "</mark>")
+# Scripts whose combining marks carry meaning (dakuten, Indic vowel signs): kept when accents are dropped.
+_MARK_KEEPING = (("\u3040", "\u30ff"), ("\u4e00", "\u9fff"), ("\u3400", "\u4dbf"), ("\uf900", "\ufaff"),
+                 ("\uac00", "\ud7af"), ("\u1100", "\u11ff"), ("\u0b80", "\u0bff"), ("\u0c80", "\u0cff"))
+
+AUTOLINK = re.compile(r"<((?:https?://|mailto:)[^>\s]+|[^>@\s]+@[^>@\s]+\.[^>@\s]+)>", re.IGNORECASE)
+HTML_TAG = re.compile(r"</?[^>]+>")
+LEADING_MARKDOWN = re.compile(r"^(?:\s*(?:#{1,6}\s+|>\s+|[*+-]\s+|\d+[.)]\s+))+")
+MULTI_DOT = re.compile(r"\.(?:\s*\.)+")
+MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+
+# (pattern, replacement) steps of the markdown/HTML strip, in upstream's order.
+_EMPHASIS_STEPS = (
+    (re.compile(r"\*\*(.*?)\*\*"), r"\1"), (re.compile(r"__(.*?)__"), r"\1"),
+    (re.compile(r"</?b>"), ""), (re.compile(r"</?i>"), ""),
+    (re.compile(r"\*(.*?)\*"), r"\1"), (re.compile(r"_(.*?)_"), r"\1"),
+)
+_TAIL_STEPS = (
+    (re.compile(r"</?(?:s|del|strike)>", re.IGNORECASE), ""),
+    (re.compile(r"</?span\b[^>]*>", re.IGNORECASE), ""),
+    (re.compile(r"<sup[^>]*>.*?</sup>", re.IGNORECASE), ""),  # footnote markers go with their tags
+    (re.compile(r"<sub[^>]*>.*?</sub>", re.IGNORECASE), ""),
+    (re.compile(r"[\u00b9\u00b2\u00b3\u2070\u2074-\u2079]+"), ""),
+    (re.compile(r"[\u2080-\u2089]+"), ""),
+    (re.compile(r"-{2,}"), "-"),
+    (re.compile(r"\.{2,}\s*$"), ""),  # trailing dot leaders
+)
+
+
+def _keeps_marks(ch: str) -> bool:
+    return any(lo <= ch <= hi for lo, hi in _MARK_KEEPING)
+
+
+def _drop_accents(text: str) -> str:
+    kept: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.category(ch) != "Mn" or (kept and _keeps_marks(kept[-1])):
+            kept.append(ch)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def normalize(text: str | None) -> str:
+    """Upstream's ``normalize_text``: lower-cased, accents dropped, emphasis and inline tags stripped."""
+    if text is None:
+        return ""
+    text = AUTOLINK.sub(r"\1", text)
+    text = re.sub(r"<br\s*/?>", " ", text)
+    text = re.sub(r"\s+", " ", text.translate(_QUOTE_FOLD))
+    for pattern, repl in _EMPHASIS_STEPS:
+        text = pattern.sub(repl, text)
+    text = _drop_accents(text.replace("_", " "))
+    for literal in _DROPPED:
+        text = text.replace(literal, "")
+    text = text.replace("<br/>", " ").replace("<br />", " ").translate(_SYMBOL_FOLD).replace("$$", "")
+    for pattern, repl in _TAIL_STEPS:
+        text = pattern.sub(repl, text)
+    return text.lower()
+
+
+_LATEX_BLOCK = re.compile(r"\$\$(?:[^$]|\$[^$])+\$\$", re.DOTALL)
+_LATEX_INLINE = re.compile(r"\$(?!\d)(?:[^$\\\n]|\\.)+\$")  # "$15.00" is money, not math
+_LATEX_COMMAND = re.compile(r"\\(?:[a-zA-Z]+|[^a-zA-Z])")
+_LATEX_KEPT = re.compile(r"[0-9a-zA-Z+\-*/=<>().,]")
+
+
+def _formula_token(body: str) -> str:
+    bare = _LATEX_COMMAND.sub(" ", body)
+    for ch, repl in (("{", " "), ("}", " "), ("^", ""), ("_", "")):
+        bare = bare.replace(ch, repl)
+    return "".join(ch for ch in bare if _LATEX_KEPT.match(ch)) or "LATEX"
+
+
+def replace_latex(text: str) -> str:
+    """Each formula becomes a token of its digits, letters and operators, so formulas stay comparable."""
+    text = _LATEX_BLOCK.sub(lambda m: f" {_formula_token(m.group(0)[2:-2])} ", text)
+    return _LATEX_INLINE.sub(lambda m: _formula_token(m.group(0)[1:-1]), text)
+
+
+_DIAGRAM_FENCE = re.compile(r"^`{3,}(?:mermaid|description)[^\S\n]*\n.*?^`{3,}[^\S\n]*$", re.MULTILINE | re.DOTALL)
+_TABLE_BLOCK = re.compile(r"<table\b[^>]*>.*?</table>", re.IGNORECASE | re.DOTALL)
+_TABLE_OPEN = re.compile(r"<table\b[^>]*>", re.IGNORECASE)
+
+
+def strip_diagrams(text: str) -> str:
+    """mermaid/description fences are generated syntax, never document words."""
+    return _DIAGRAM_FENCE.sub(" ", text)
+
+
+def strip_tables(text: str) -> str:
+    """HTML tables removed (an unclosed one to the end): the unexpected/too-many rules judge prose only."""
+    if "<table" not in text.lower():
+        return text
+    while True:
+        text, n = _TABLE_BLOCK.subn(" ", text)
+        if not n:
+            break
+    opened = _TABLE_OPEN.search(text)
+    return text[:opened.start()] + " " if opened else text
+
+
+def with_table_cells(text: str) -> str:
+    """The text plus, on lines of their own, every table cell and every row of several cells joined: the
+    missing rules find content wherever a table put it."""
+    extra: list[str] = []
+    for table in markdown_tables(text) + html_tables(text):
+        for row in table.rows():
+            cells = [c.strip() for c in row if c.strip()]
+            extra.extend(cells)
+            if len(cells) > 1:
+                extra.append(" ".join(cells))
+    return text + "\n" + "\n".join(extra) if extra else text
+
+
+def unescape(text: str) -> str:
+    """HTML entities decoded at most twice, stopping when a pass would create ampersands (over-decoding)."""
+    for _ in range(2):
+        decoded = html.unescape(text)
+        if decoded == text or decoded.count("&") > text.count("&"):
+            break
+        text = decoded
+    return text

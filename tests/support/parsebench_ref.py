@@ -1,0 +1,110 @@
+"""Loads upstream ParseBench's evaluation code from ../shared/reference/parsebench (its commit is named in the
+folder) as the ``parse_bench`` package, to run as the oracle in differential tests.
+
+Upstream needs Python >= 3.12: ``parse_bench/test_cases/parse_rule_schemas.py`` (imported by every rule module)
+declares its unions with PEP 695 ``type X = ...`` statements, a syntax error on the 3.11 these machines run. A
+meta-path finder serves every ``parse_bench.*`` module from the reference folder and rewrites each such
+statement to a plain assignment (``X = ...``) before compiling. That is equivalent there because the module uses
+``from __future__ import annotations`` and only reads the aliases as unions. The reference files themselves are
+never edited, and nothing else is rewritten.
+
+``load()`` installs the finder once and returns the ``parse_bench`` package; ``reference_missing_reason()`` is
+the one skip reason when the reference is absent (tests/support/paths.py turns it into a failure in CI)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import re
+import sys
+import types
+from pathlib import Path
+
+from tests.support.paths import SHARED, oracle_missing
+
+REFERENCE = Path(os.environ.get("QUANTGATE_PARSEBENCH_REFERENCE") or SHARED / "reference" / "parsebench")
+SOURCE = REFERENCE / "src"
+PACKAGE = "parse_bench"
+
+# a PEP 695 alias statement at the start of a line (no type parameters: upstream declares none)
+_TYPE_ALIAS = re.compile(r"^type\s+([A-Za-z_]\w*)\s*=", re.MULTILINE)
+
+
+def reference_missing_reason() -> str | None:
+    return oracle_missing(SOURCE / PACKAGE / "evaluation" / "metrics" / "parse" / "rules_bag.py",
+                          SOURCE / PACKAGE / "test_cases" / "parse_rule_schemas.py")
+
+
+def rewrite(source: str) -> str:
+    """``type X = ...`` → ``X = ...``; every other line untouched (line numbers are kept for tracebacks)."""
+    return _TYPE_ALIAS.sub(r"\1 =", source)
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def source_to_code(self, data, path, *, _optimize=-1):  # type: ignore[override]
+        text = importlib.util.decode_source(data) if isinstance(data, (bytes, bytearray)) else str(data)
+        return compile(rewrite(text), path, "exec", dont_inherit=True, optimize=_optimize)
+
+    def get_code(self, fullname):  # type: ignore[override]
+        # no bytecode cache: the cached code would be the rewritten one under the reference's own name
+        return self.source_to_code(self.get_data(self.get_filename(fullname)), self.get_filename(fullname))
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):  # type: ignore[override]
+        if fullname != PACKAGE and not fullname.startswith(PACKAGE + "."):
+            return None
+        base = SOURCE.joinpath(*fullname.split("."))
+        if (base / "__init__.py").is_file():
+            origin, search = base / "__init__.py", [str(base)]
+        elif base.with_suffix(".py").is_file():
+            origin, search = base.with_suffix(".py"), None
+        else:
+            return None
+        spec = importlib.util.spec_from_file_location(
+            fullname, origin, loader=_Loader(fullname, str(origin)), submodule_search_locations=search)
+        return spec
+
+
+_FINDER = _Finder()
+
+
+def load() -> types.ModuleType:
+    """The reference ``parse_bench`` package (the finder goes first on sys.meta_path, once)."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+    return importlib.import_module(PACKAGE)
+
+
+# content-faithfulness rule types → upstream's class (imported directly: upstream's factory also imports the
+# table rules, which need ``unidecode``, a package this project does not install)
+CLASSES = {
+    "missing_word_percent": "rules_bag.MissingWordPercentRule",
+    "unexpected_word_percent": "rules_bag.UnexpectedWordPercentRule",
+    "too_many_word_occurence_percent": "rules_bag.TooManyWordOccurencePercentRule",
+    "missing_sentence_percent": "rules_bag.MissingSentencePercentRule",
+    "unexpected_sentence_percent": "rules_bag.UnexpectedSentencePercentRule",
+    "too_many_sentence_occurence_percent": "rules_bag.TooManySentenceOccurencePercentRule",
+    "extra_content": "rules_bag.ExtraContentRule",
+    "bag_of_digit_percent": "rules_bag.BagOfDigitPercentRule",
+    "order": "rules_text.TextOrderRule",
+}
+
+
+def rule(data: dict):
+    """Upstream's rule object for one content-faithfulness rule dict."""
+    load()
+    module, name = CLASSES[data["type"]].split(".")
+    cls = getattr(importlib.import_module(f"{PACKAGE}.evaluation.metrics.parse.{module}"), name)
+    schemas = importlib.import_module(f"{PACKAGE}.test_cases.parse_rule_schemas")
+    return cls(schemas.coerce_parse_rule(data))
+
+
+def score(data: dict, markdown: str) -> float:
+    """Upstream's score of one rule on one output: its graded score, else 1/0 for pass/fail (as upstream's
+    metric counts a rule that returns no score)."""
+    out = rule(data).run(markdown)
+    return float(out[2]) if len(out) == 3 else (1.0 if out[0] else 0.0)
