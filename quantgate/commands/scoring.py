@@ -124,6 +124,13 @@ def cmd_score(a: argparse.Namespace) -> int:
 
         # whole-set values over the model's outputs: a page whose request failed is left out, as in the rows
         omnidoc = set_scores(model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed})
+    empty_bar = None
+    if any(m.name == "checks" for m in metrics):
+        from quantgate.scoring.olmocr_checks import empty_output_mean
+
+        # what an output that reads nothing scores on the pages scored here: the bar a baseline must clear
+        scored = {r.page_id for r in rows if r.value("checks") is not None}
+        empty_bar = empty_output_mean(p.checks for p in pages if p.id in scored)
     missing = [r.page_id for r in rows if r.error == "missing"]
     if missing:  # listed, not only counted: a system that skipped pages is judged on them as empty
         print(f"warning: {len(missing)} page(s) of split {a.split} have no prediction in {a.predictions}, scored as "
@@ -134,7 +141,8 @@ def cmd_score(a: argparse.Namespace) -> int:
                     "not_scored": failed,
                     "truncated": truncated,
                     "metrics": [x.model_dump() | {"not_scored": len(rows) - x.n} for x in summ]}
-                   | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {}))
+                   | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {})
+                   | ({"checks_empty_output": empty_bar} if empty_bar is not None else {}))
         return 0
     if failed:
         print(f"warning: {len(failed)} page(s) not scored, their request failed (not the model's output; a study "
@@ -152,6 +160,9 @@ def cmd_score(a: argparse.Namespace) -> int:
             continue
         print(f"{x.metric:<{width}}{x.direction:>7}{x.n:>7}{x.mean:>10.4f}   [{x.ci95[0]:.4f}, {x.ci95[1]:.4f}]"
               f"{'':>2}{skipped}")
+    if empty_bar is not None:
+        print(f"checks: an output that reads nothing scores {empty_bar:.4f} on these pages (its absent and blank-page "
+              "checks pass); a system at or below that reads nothing the checks see")
     if omnidoc:
         print(f"OmniDocBench whole-set values as upstream aggregates them (TEDS per table, edit distances per page), "
               f"{omnidoc.pages_with_truth} pages with truth:")
