@@ -24,7 +24,7 @@ from quantgate.commands import (
     warm,
 )
 from quantgate.commands._fields import describe_verbs, emit_deprecations
-from quantgate.errors import QuantgateError
+from quantgate.errors import QuantgateError, UsageError, exit_code_table
 
 EPILOG = """\
 the flow:
@@ -40,7 +40,9 @@ examples:
   quantgate serve ./model-fp8 --pages pages --concurrency 1,8 -o runs/fp8
   quantgate score --pages pages --predictions runs/fp8 -o runs/fp8/scores.jsonl
   quantgate compare runs/bf16/scores.jsonl runs/fp8/scores.jsonl --metric ned --noise runs/bf16-c8/scores.jsonl
-"""
+
+exit codes (every verb):
+""" + exit_code_table() + "\n"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,8 +51,8 @@ class _Parser(argparse.ArgumentParser):
         emit_deprecations(ns)  # after the whole line parsed: a refused one shows only its error
         return ns, rest
 
-    def error(self, message: str):  # one line, no usage dump
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+    def error(self, message: str):  # one line, no usage dump; argparse's own code (2) is the inconclusive verdict's
+        self.exit(UsageError.exit_code, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 0 if args.verb is None else 2
+        return 0 if args.verb is None else UsageError.exit_code  # a verb group without its verb (`pages`)
     try:
         rc = args.func(args)
         return int(rc or 0)

@@ -6,11 +6,14 @@ from __future__ import annotations
 class QuantgateError(Exception):
     """An error the user can act on. ``str(err)`` names the file/field and says what to do."""
 
-    exit_code = 2
+    exit_code = 65
 
 
 class InputError(QuantgateError):
-    """Bad input: a file, a field or an argument that cannot be used as given."""
+    """Bad input: a file, a field or an argument that cannot be used as given. Unless raised as a ``UsageError``
+    it is bad data (65): exit 2 belongs to an inconclusive verdict alone, so no input error may share it."""
+
+    exit_code = 65
 
 
 class UnsafeInputError(InputError):
@@ -49,6 +52,26 @@ class DataError(InputError):
     text (sysexits' EX_DATAERR)."""
 
     exit_code = 65
+
+
+# Every verb's exit codes, one table: `quantgate --help`, `gate --help` and docs/study.md print it (a test holds the
+# doc to it). 64 and 65 are sysexits' EX_USAGE and EX_DATAERR, far from the verdict codes, so a pipeline that
+# tolerates "inconclusive" never passes a typo or a broken file.
+EXIT_CODES: dict[int, str] = {
+    0: "pass: every checked verdict is within noise (other verbs: done)",
+    1: "regression: a verdict that fails (a regression Holm confirms, or not_equivalent)",
+    2: "inconclusive: not every verdict passes and none fails (or the baseline is unfit)",
+    3: "invalid study folder: summary.json missing or malformed, the study unfinished, a file changed",
+    4: "server: an inference server did not start, died, or answered with something unusable",
+    5: "disk full: a write failed for want of space; what was written is intact, rerun to resume",
+    64: "usage: a bad flag or value, a command-line path that does not exist, flags that exclude each other",
+    65: "bad input data: a file that exists but is malformed (JSON/YAML, a field, bytes that are not text)",
+}
+
+
+def exit_code_table() -> str:
+    """EXIT_CODES as aligned lines, for --help epilogs."""
+    return "\n".join(f"  {code:>2}  {what}" for code, what in EXIT_CODES.items())
 
 
 class DeprecatedSpelling(FutureWarning):

@@ -343,11 +343,11 @@ def carried_in(files: dict[str, bytes], ref: Path) -> list[str]:
 
 
 def _reference() -> Path:
-    from tests.support.paths import SHARED
+    from tests.support.paths import ORACLE_ABSENT, SHARED, oracle_missing
 
     ref = SHARED / "reference"
     if not (ref.is_dir() and any(ref.rglob("*.py"))):
-        pytest.skip(f"no reference oracles at {ref}")
+        pytest.skip(oracle_missing(ref) or f"{ORACLE_ABSENT}: no Python files under {ref}")
     return ref
 
 

@@ -2,7 +2,7 @@
 ``quantgate.cli``) so that no command imports the module that imports the commands.
 
 Every numeric flag goes through one of the number types below, so a bad value is refused while the
-command line is parsed — one line naming the flag, exit 2, before anything is read, started or
+command line is parsed — one line naming the flag, exit 64 (usage), before anything is read, started or
 written. ``tests/integration/test_validation.py`` finds every flag whose type is not a path or text and fuzzes it
 against its own statement of the rule; a bare ``type=int``/``float`` fails there."""
 

@@ -57,7 +57,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from quantgate.errors import InputError
+    from quantgate.errors import InputError, UsageError
     from quantgate.io.fileio import atomic_write_json
     from quantgate.reports.build import write_reports
     from quantgate.schema.speed import CopyBandwidth, load_step_profile
@@ -71,7 +71,7 @@ def run(args) -> int:
         names.append(check_args(v, args.concurrency, steps=args.steps, delay=args.delay, max_tokens=args.max_tokens,
                                 server_args=args.server_arg).name)
     if len(set(names)) != len(names):
-        raise InputError(f"variants {names}: two have one name; each gets its own folder under {args.out}")
+        raise UsageError(f"variants {names}: two have one name; each gets its own folder under {args.out}")
     if args.copy_gbs is not None:  # after the checks (bad input writes nothing), before any server: a cut run keeps it
         args.out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(args.out / COPY_BANDWIDTH, CopyBandwidth(gbs=args.copy_gbs, source=args.copy_source)
@@ -85,7 +85,7 @@ def run(args) -> int:
         table = build_cost_table(profiles)
     except InputError as e:  # the profiles stay: they are the measurement, the table a reading of them
         print(f"quantgate speed-profile: profiles kept under {args.out}; no cost table: {e}", file=sys.stderr)
-        return 1
+        return e.exit_code  # not 1: that code is a regression's
     atomic_write_json(args.out / "cost-table.json", table.model_dump(mode="json"))
     print(f"cost table: {args.out / 'cost-table.json'} ({len(profiles)} profiles)")
     study = args.out.resolve().parent

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from quantgate.commands._args import existing_path, int_range
 from quantgate.commands._fields import yaml_flag
 from quantgate.commands.scoring import DEFAULT_MARGINS
-from quantgate.errors import QuantgateError, UsageError
+from quantgate.errors import DiskFullError, QuantgateError, UsageError, exit_code_table
 
 if TYPE_CHECKING:  # the parser is built without the library; the commands import it when they run
     from quantgate.io.console import Console
@@ -95,13 +95,17 @@ def register(sub) -> None:
 Check a finished study folder, wherever it is and wherever the gate runs from (every path in it is
 relative to it): re-hash the variants' weights, the judged pages.jsonl, the score files and lm-eval's
 files; make every verdict again from the score files with the study's margins, seed, resamples,
-min_pages and test; require summary.json to hold exactly those verdicts. Then:
+min_pages and test; require summary.json to hold exactly those verdicts; write junit.xml from the
+verdicts just remade (every word but within_noise a failure). Then:
   0  every checked verdict is within_noise (the only word that passes)
   1  a regression that stays one after Holm's adjustment over the study's verdicts, or not_equivalent
   2  anything else short of a pass: inconclusive, or a regression Holm does not confirm
   3  invalid: summary.json missing, malformed or from another schema; the study incomplete; a verdict
      missing, extra or unlike what the files give; a bad margin; any file changed (one line names it)
-docs/study.md explains the family rule.""")
+docs/study.md explains the family rule.
+
+exit codes (every verb):
+""" + exit_code_table())
     g.add_argument("out", type=existing_path, help="the study folder to check (its summary.json and the files it "
                    "binds)")
     g.add_argument("--metrics", help="comma list of metrics to check (default: all; every verdict is still remade "
@@ -120,6 +124,8 @@ docs/study.md explains the family rule.""")
                    "OUT/attestation.intoto.json)")
     g.add_argument("--allow-readable-key", action="store_true", help="sign with a private key that group or others "
                    "can read (refused by default, as ssh refuses one: `chmod 600 KEY` instead)")
+    g.add_argument("--junit", type=Path, metavar="PATH", help="where the gate writes its junit.xml, one case per "
+                   "verdict it has just remade (default OUT/junit.xml; a default it cannot write is a warning)")
     g.set_defaults(func=cmd_gate)
 
     d = sub.add_parser("demo", help="the whole flow on the bundled tiny reader, on CPU (a few minutes)",
@@ -275,10 +281,14 @@ def cmd_gate(a: argparse.Namespace) -> int:
         from quantgate.gate.attest import load_private_key
 
         key = load_private_key(a.sign, a.allow_readable_key)
+    if a.junit is not None and not a.junit.parent.is_dir():  # checked before the gate runs: nothing judged yet
+        raise UsageError(f"--junit {a.junit}: {a.junit.parent} is not a folder")
     metrics, variants = a.metrics.split(",") if a.metrics else None, a.variants.split(",") if a.variants else None
-    code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study)
+    checked: list = []
+    code, lines = gate(a.out, metrics, variants, lmeval=a.lmeval, study=a.study, checked=checked)
     if code is GateCode.INVALID:
         print(f"INVALID: {lines[0]}")  # one line: what cannot be trusted, and the file
+        _gate_junit(a, code, lines, checked)
         return code
     for line in lines:
         print(line)
@@ -286,6 +296,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
         print(NOT_VOUCHED)  # what the gate did not re-derive (quantgate.gate.check), said when it matters
     print({GateCode.PASS: "PASS", GateCode.REGRESSION: "FAIL: regression",
            GateCode.INCONCLUSIVE: "UNDECIDED: not every verdict passes (see the reasons above)"}[code])
+    _gate_junit(a, code, lines, checked)
     if key is not None:
         from quantgate.gate.attest import ATTESTATION, sign
 
@@ -293,6 +304,36 @@ def cmd_gate(a: argparse.Namespace) -> int:
                     a.attestation or a.out / ATTESTATION)
         print(f"attestation: {dest} (check it with `quantgate verify {dest} --key PUBLIC_KEY --study {a.out}`)")
     return code
+
+
+def _gate_junit(a: argparse.Namespace, code: int, lines: list[str], checked: list) -> None:
+    """junit.xml from the verdicts the gate has just remade (never the study's stored file, which an edited folder
+    could keep green). The default path, inside the study folder, may be read-only in CI: a warning there; a path
+    the user named must be written."""
+    from quantgate.gate.check import GateCode, study_writing
+    from quantgate.io.fileio import atomic_write_text
+    from quantgate.reports.junit import render_invalid, render_verdicts
+    from quantgate.schema.summary import load_summary
+
+    if code is GateCode.INVALID:
+        text = render_invalid(a.out.resolve().name, lines[0])
+    else:  # the summary has just been checked whole: its study name is safe to read
+        text = render_verdicts(load_summary(a.out).study["name"], checked)
+    dest = a.junit or a.out / "junit.xml"
+    if a.junit is None:
+        try:
+            study_writing(a.out)
+        except QuantgateError:
+            return  # a study holding the folder owns its files, junit.xml included (the INVALID line says so)
+    try:
+        atomic_write_text(dest, text)
+    except (OSError, QuantgateError) as e:
+        if isinstance(e, DiskFullError) and a.junit is not None:
+            raise
+        if a.junit is not None:
+            raise UsageError(f"--junit {dest}: cannot write it ({e})") from None
+        print(f"warning: junit.xml not written to {dest} ({' '.join(str(e).split())}); "
+              "pass --junit PATH for a writable place", file=sys.stderr)
 
 
 def cmd_demo(a: argparse.Namespace) -> int:

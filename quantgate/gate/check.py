@@ -48,14 +48,15 @@ class GateResult(NamedTuple):
 
 
 def gate(out: Path, metrics: list[str] | None = None, variants: list[str] | None = None,
-         lmeval: bool = False, study: Path | None = None) -> GateResult:
+         lmeval: bool = False, study: Path | None = None, checked: list | None = None) -> GateResult:
     """The exit code and the lines to print. ``lmeval``: lm-eval verdicts are checked too (and their absence
     is invalid). ``study``: the study file the folder must have been run from (e.g. the YAML kept in the
     repository) — summary.json's echo of the study must equal it, so margins or variants edited
     consistently throughout summary.json are caught too. Any reason not to trust the folder is
-    ``INVALID`` with one line."""
+    ``INVALID`` with one line. ``checked``, when given, receives the verdict rows the gate remade and judged
+    (what ``gate --junit`` writes: never the stored ones)."""
     try:
-        return _gate(Path(out), metrics, variants, lmeval, study)
+        return _gate(Path(out), metrics, variants, lmeval, study, checked)
     except UsageError:
         raise  # a name the study does not have is the command line's fault (exit 64), not the folder's
     except QuantgateError as e:
@@ -66,7 +67,7 @@ class _Invalid(InputError):
     pass
 
 
-def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
+def _gate(out: Path, metrics, variants, lmeval, study_file, judged: list | None = None) -> GateResult:
     from quantgate.schema.base import parse_record
     from quantgate.schema.metrics import check_margin
     from quantgate.schema.summary import SUMMARY, load_summary
@@ -117,6 +118,8 @@ def _gate(out: Path, metrics, variants, lmeval, study_file) -> GateResult:
         if not lm_checked:
             raise _Invalid("--lmeval: the study has no lm-eval verdicts (add an lm_eval: section and rerun it)")
         checked += [(r.variant, f"lm-eval {r.task} {r.metric}", r) for r in lm_checked]
+    if judged is not None:
+        judged.extend(r for _, _, r in checked)
     lines = [_line(variant, label, r) for variant, label, r in checked]
     small = sorted({r.n for _, _, r in checked if r.n < MIN_PAGES})
     if small and st.min_pages < MIN_PAGES:  # at the default, such verdicts are inconclusive (too_few_pages)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from quantgate.errors import InputError, UnsafeInputError
+from quantgate.errors import InputError, UnsafeInputError, UsageError
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
 from quantgate.io.pageset import MANIFEST_FILE, OMNIDOC_SUFFIX, PAGES_FILE, split_of
 from quantgate.schema.base import parse_record
@@ -127,7 +127,7 @@ def _documents(files: list[tuple[Path, Path | None]], pattern: str | None, warn:
         try:
             rx = re.compile(pattern)
         except re.error as e:
-            raise InputError(f"--document-pattern '{pattern}': not a regular expression ({e})") from None
+            raise UsageError(f"--document-pattern '{pattern}': not a regular expression ({e})") from None
     docs, unmatched, alone = [], [], 0
     for f, folder in files:
         if f.suffix.lower() == ".pdf":
@@ -145,7 +145,7 @@ def _documents(files: list[tuple[Path, Path | None]], pattern: str | None, warn:
             alone += 1
     if unmatched:
         n_images = sum(1 for f, _ in files if f.suffix.lower() != ".pdf")
-        raise InputError(f"--document-pattern '{pattern}' names no document for {len(unmatched)} of {n_images} image "
+        raise UsageError(f"--document-pattern '{pattern}' names no document for {len(unmatched)} of {n_images} image "
                          f"file name(s), e.g. {unmatched[0].name!r} (searched in the file name; its first group, "
                          "non-empty, names the document); fix the pattern, or leave it out to group by sub-folder")
     if alone > 1:
@@ -227,10 +227,10 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
     """Build the page set in a temporary sibling of ``out`` and rename it into place when complete."""
     # 1: every page for calibration (a set made only to calibrate on), as a share just below 1 already gave
     if not 0.0 <= opts.calibration_fraction <= 1.0:
-        raise InputError(f"--calibration-fraction must be in [0, 1], got {opts.calibration_fraction}")
+        raise UsageError(f"--calibration-fraction must be in [0, 1], got {opts.calibration_fraction}")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
-        raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
+        raise UsageError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     warn: list[str] = []
     files = _iter_sources([Path(s) for s in sources], opts, warn)
     documents = _documents(files, opts.document_pattern, warn)  # before anything is written: a bad pattern fails here
@@ -268,7 +268,7 @@ def _truth_files(opts: ImportOptions, warn: list[str]) -> dict[str, Path]:
     if not opts.truth_dir:
         return found
     if not opts.truth_dir.is_dir():
-        raise InputError(f"--truth {opts.truth_dir}: not a folder")
+        raise UsageError(f"--truth {opts.truth_dir}: not a folder")
     for t in sorted(opts.truth_dir.iterdir()):
         if t.suffix in (".md", ".txt") and t.is_file():
             _inside(t, opts.truth_dir, opts, warn)

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.io import fonts
 from quantgate.io.fileio import atomic_write_json, sha256_bytes, sha256_file
 from quantgate.io.pageset import MANIFEST_FILE, PAGES_FILE, split_of
@@ -271,16 +271,16 @@ def synth_pages(out: Path, n: int, seed: int = 0, calibration_fraction: float = 
     import imagehash
 
     if n < 1:
-        raise InputError(f"--n must be at least 1, got {n}")
+        raise UsageError(f"--n must be at least 1, got {n}")
     if pages_per_document < 1:
-        raise InputError(f"--pages-per-document must be at least 1, got {pages_per_document}")
+        raise UsageError(f"--pages-per-document must be at least 1, got {pages_per_document}")
     if profile not in ("doc", "simple", "reader"):
         raise InputError(f"unknown profile {profile!r}: use doc, simple or reader")
     if page_size and (profile == "reader" or min(page_size) < 64):
-        raise InputError("--page-size needs the doc or simple profile and sides of at least 64 px")
+        raise UsageError("--page-size needs the doc or simple profile and sides of at least 64 px")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
-        raise InputError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
+        raise UsageError(f"{out}: folder exists and is not empty; choose another -o or pass --overwrite")
     words = vocabulary()
     used = available_fonts()
     out.parent.mkdir(parents=True, exist_ok=True)

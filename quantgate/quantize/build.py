@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantgate.errors import InputError, UnsafeInputError, VerificationError
+from quantgate.errors import InputError, UnsafeInputError, UsageError, VerificationError
 from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path
 from quantgate.io.provenance import package_versions
 from quantgate.quantize import store
@@ -98,7 +98,7 @@ def check_output(out: Path) -> None:
         raise UnsafeInputError(f"-o {out}: is a symbolic link (to {os.readlink(out)!r}); quantgate replaces the "
                                "folder it writes — pass the real folder, not a link")
     if out.exists() and not out.is_dir():
-        raise InputError(f"-o {out}: exists and is not a folder; choose another -o")
+        raise UsageError(f"-o {out}: exists and is not a folder; choose another -o")
 
 
 def _building_dirs(out: Path) -> list[Path]:

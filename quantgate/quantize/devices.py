@@ -27,7 +27,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import UsageError
 
 
 def parse_devices(text: str) -> list[int]:
@@ -51,15 +51,15 @@ def parse_max_memory(text: str) -> dict[str, str]:
     for part in str(text).split(","):
         key, sep, size = (x.strip() for x in part.partition("="))
         if not sep or not (key.isdigit() or key == "cpu"):
-            raise InputError(f"--max-memory {part[:40]!r}: give DEVICE=SIZE, DEVICE a CUDA index or cpu, e.g. 0=20GiB")
+            raise UsageError(f"--max-memory {part[:40]!r}: give DEVICE=SIZE, DEVICE a CUDA index or cpu, e.g. 0=20GiB")
         try:
             ok = convert_file_size_to_int(size) > 0
         except ValueError:
             ok = False
         if not ok:
-            raise InputError(f"--max-memory {part[:40]!r}: {size[:20]!r} is not a size (e.g. 20GiB, 500MB)")
+            raise UsageError(f"--max-memory {part[:40]!r}: {size[:20]!r} is not a size (e.g. 20GiB, 500MB)")
         if key in caps:
-            raise InputError(f"--max-memory {str(text)[:60]!r}: caps device {key} twice")
+            raise UsageError(f"--max-memory {str(text)[:60]!r}: caps device {key} twice")
         caps[key] = size
     return caps
 
@@ -67,19 +67,19 @@ def parse_max_memory(text: str) -> dict[str, str]:
 def check_flags(devices: list[int] | None, max_memory: dict[str, str] | None, device: str, pipeline: str | None) -> None:
     """The flag combinations, before anything is loaded."""
     if max_memory and not devices:
-        raise InputError("--max-memory caps the devices of --devices; give --devices too (e.g. --devices 0,1)")
+        raise UsageError("--max-memory caps the devices of --devices; give --devices too (e.g. --devices 0,1)")
     if not devices:
         return
     if device != "auto":
-        raise InputError(f"--device {device} and --devices {_text(devices)}: --devices places the model itself; "
+        raise UsageError(f"--device {device} and --devices {_text(devices)}: --devices places the model itself; "
                          "drop --device")
     if pipeline == "sequential":
-        raise InputError("--devices with --pipeline sequential: that pipeline onloads every layer to one device "
+        raise UsageError("--devices with --pipeline sequential: that pipeline onloads every layer to one device "
                          "(llmcompressor's main device), so the other GPUs would sit idle; use --pipeline basic "
                          "(the default) to spread the model, or one GPU with --pipeline sequential")
     unknown = [k for k in (max_memory or {}) if k != "cpu" and int(k) not in devices]
     if unknown:
-        raise InputError(f"--max-memory caps device {unknown[0]}, which is not in --devices {_text(devices)}")
+        raise UsageError(f"--max-memory caps device {unknown[0]}, which is not in --devices {_text(devices)}")
 
 
 def check_visible(devices: list[int]) -> None:
@@ -89,7 +89,7 @@ def check_visible(devices: list[int]) -> None:
     missing = [d for d in devices if d >= n]
     if missing:
         seen = f"{n} CUDA device(s) visible" if n else "no CUDA device is visible"
-        raise InputError(f"--devices {_text(devices)}: {seen} (device {missing[0]} missing); --devices spreads a "
+        raise UsageError(f"--devices {_text(devices)}: {seen} (device {missing[0]} missing); --devices spreads a "
                          "model over GPUs — on a machine without them leave it out")
 
 
@@ -124,7 +124,7 @@ def plan_device_map(model_dir: Path, devices: list[int], max_memory: dict[str, s
     spilled = {d: per[d] for d in ("disk", "cpu") if per.get(d) and not (d == "cpu" and "cpu" in caps)}
     if spilled:
         on_gpus = sum(b for d, b in per.items() if d not in ("cpu", "disk"))
-        raise InputError(f"--max-memory {_caps_text(caps, devices)}: the GPUs {_text(devices)} hold "
+        raise UsageError(f"--max-memory {_caps_text(caps, devices)}: the GPUs {_text(devices)} hold "
                          f"{_gib(on_gpus)} of the model's {_gib(total)} (BF16); {_gib(sum(spilled.values()))} would go "
                          f"to {' and '.join(spilled)}. Raise the caps, add devices, or allow host memory with "
                          "cpu=SIZE (slow: those layers are copied to a GPU for every forward)")

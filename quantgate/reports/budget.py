@@ -26,15 +26,27 @@ def sequential_rows(r: Summary) -> list[dict[str, str]]:
     return out
 
 
+def _pace(x) -> str:
+    """The accuracy pass's throughput, here only: the report's speed is the timed waves when the study has them."""
+    return f", {x.requests / x.generation_s:.2f} pages/s" if x.part == "accuracy" and x.requests and x.generation_s else ""
+
+
+def _part(part: str, r: Summary) -> str:
+    """The step that ran, by name: a study's pages are synthesized, or an imported page set is copied into its folder."""
+    if part == "pages" and not (r.study.get("pages") or {}).get("synth"):
+        return "pages (import: copied into the study folder)"
+    return PART[part]
+
+
 def budget_rows(r: Summary) -> tuple[list[dict[str, str]], str]:
     """(one row per part and variant: seconds, share of the wall time, generation inside it; the summary
     sentence with the overhead share)."""
     b = r.time_budget
     if b is None:
         return [], ""
-    rows = [{"part": PART[x.part], "variant": x.variant or "–", "wall_s": f"{x.wall_s:.1f}",
+    rows = [{"part": _part(x.part, r), "variant": x.variant or "–", "wall_s": f"{x.wall_s:.1f}",
              "share": f"{x.wall_s / b.wall_s:.1%}", "generation_s": "–" if x.generation_s is None else
-             f"{x.generation_s:.1f} ({x.requests} requests)", "reused": "reused" if x.reused else "started in the background, beside other work (the part that ran alone)"
+             f"{x.generation_s:.1f} ({x.requests} requests{_pace(x)})", "reused": "reused" if x.reused else "started in the background, beside other work (the part that ran alone)"
              if x.background else ""} for x in b.rows]
     text = (f"Wall time {b.wall_s:.1f} s (this run of `quantgate study`, until the report was built): server starts "
             f"{b.engine_start_s:.1f} s ({b.engine_start_s / b.wall_s:.1%}), generation {b.generation_s:.1f} s "

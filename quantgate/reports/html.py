@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import difflib
 import io
+import math
 from pathlib import Path
 
 from quantgate.reports.engine import engine_notes, engine_table, kernels_text
 from quantgate.reports.numerics import numerics_rows
-from quantgate.reports.speed import pareto_variants, report_notes, slo_text, speedup_text, throughput_lines
+from quantgate.reports.sizes import formats_text, megabytes, times_smaller
+from quantgate.reports.speed import (
+    pareto_variants,
+    preemption_lines,
+    report_notes,
+    slo_text,
+    speed_curve,
+    speedup_text,
+    throughput_lines,
+    timed,
+    wave_rows,
+)
 from quantgate.reports.worst import FOLD_CHARS, FULL_PX, diffable, no_worst_lines, page_image
 from quantgate.schema.summary import Summary
 
@@ -76,6 +88,20 @@ def _half_width(vs) -> float:
     return 1.25 * max(xs)
 
 
+def _half_width(vs) -> float:
+    """The verdict plot's x range, ±this: the margins, noise floors and deltas, and the interval ends the bootstrap
+    bounded, with room around them. An end it could not bound (``lower_bound_from: unbounded``, or at the metric's
+    whole range) would stretch the axis to ±1 and squash the margin against zero: it is drawn as an arrow instead."""
+    xs = [v.margin for v in vs] + [v.noise_floor or 0.0 for v in vs] + [abs(v.delta) for v in vs]
+    for v in vs:
+        good_end = v.ci_high if v.higher_is_better else v.ci_low  # the side a better candidate moves to
+        for end in (v.ci_low, v.ci_high):
+            unbounded = end == good_end and v.lower_bound_from == "unbounded"
+            if not unbounded and abs(end) < 1.0:
+                xs.append(abs(end))
+    return 1.25 * max(xs)
+
+
 def _figures(r: Summary) -> list[tuple[str, str]]:
     # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
     from matplotlib.figure import Figure
@@ -97,9 +123,18 @@ def _figures(r: Summary) -> list[tuple[str, str]]:
                 ax.plot([-v.noise_floor, v.noise_floor], [i, i], color="#bbb", lw=9, solid_capstyle="butt",
                         label="noise floor (baseline vs itself)" if i == 0 else None, zorder=1)
         ax.axvline(0, color="#888", lw=0.8)
+        w, arrow = _half_width(vs), False
         for i, v in enumerate(vs):
-            ax.plot([v.ci_low, v.ci_high], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
+            lo, hi = max(v.ci_low, -w), min(v.ci_high, w)
+            ax.plot([lo, hi], [i, i], color=COLOR[v.verdict], lw=4, zorder=2)
+            # an end past the window (one the bootstrap could not bound reaches the metric's whole range): an arrow
+            for beyond, edge, mark in ((v.ci_low < -w, -w, "<"), (v.ci_high > w, w, ">")):
+                if beyond:
+                    ax.plot([edge], [i], mark, color=COLOR[v.verdict], ms=8, zorder=3, clip_on=False,
+                            label=None if arrow else "bound beyond the plot")
+                    arrow = True
             ax.plot([v.delta], [i], "o", color="black", ms=4, zorder=3)
+        ax.set_xlim(-w * 1.04, w * 1.04)
         ax.set_yticks(range(len(vs)), [v.label for v in vs])
         bars = (f"one-sided {1 - vs[0].alpha:.0%} bounds ({vs[0].confidence:.0%} interval)" if not r.study.get("sequential")
                 else "bounds at the nominal level of the look each was decided at")
@@ -132,14 +167,16 @@ def _figures(r: Summary) -> list[tuple[str, str]]:
         out.append(("Accuracy versus speed", figure_svg(fig)))
     fig = Figure(figsize=(9, 3.2))
     a1, a2 = fig.subplots(1, 2)
-    for v in r.variants:
-        xs = [lv.concurrency for lv in v.levels]
-        a1.plot(xs, [lv.pages_per_s for lv in v.levels], "o-", label=v.name)
-        a2.plot(xs, [lv.latency_s.get("p90") or 0 for lv in v.levels], "o-", label=v.name)
+    for v in placed:  # not a variant the speed table calls not a quantized speed (BF16 kernels)
+        curve = speed_curve(r, v)  # the timed waves when the study has them, else the accuracy pass
+        xs = [c for c, _, _ in curve]
+        a1.plot(xs, [p for _, p, _ in curve], "o-", label=v.name)
+        a2.plot(xs, [math.nan if p90 is None else p90 for _, _, p90 in curve], "o-", label=v.name)
     a1.set_xlabel("concurrency"); a1.set_ylabel("pages/s"); a2.set_xlabel("concurrency"); a2.set_ylabel("p90 latency (s)")  # noqa: E702
     a2.axhline(r.study["slo_s"], color="tab:red", lw=0.8, ls=":", label="SLO")
     a1.legend(fontsize=7); a2.legend(fontsize=7)  # noqa: E702
-    out.append(("Throughput and p90 latency against concurrency", figure_svg(fig)))
+    out.append(("Throughput and p90 latency against concurrency" + (" (timed waves, their means)" if timed(r) else ""),
+                figure_svg(fig)))
     fig = Figure(figsize=(5.2, 0.5 + 0.4 * len(r.variants)))
     ax = fig.subplots()
     ax.barh([v.name for v in r.variants], [v.weights_bytes / 1e6 for v in r.variants], color="tab:purple")
@@ -175,7 +212,8 @@ def _env():
     env = template_env()
     env.filters["num"] = lambda x, spec=".4f": "–" if x is None else format(x, spec)
     env.filters["kernels"] = kernels_text
-    env.globals.update(word=WORD, diff=_diff, speedup_text=speedup_text, slo_text=slo_text, diffable=diffable)
+    env.globals.update(word=WORD, diff=_diff, speedup_text=speedup_text, slo_text=slo_text, diffable=diffable,
+                       megabytes=megabytes, times_smaller=times_smaller, formats_text=formats_text)
     return env
 
 
@@ -189,16 +227,19 @@ def render_html(r: Summary, sections: list | tuple = (), root: Path | None = Non
     notes = report_notes(r)
     from quantgate.reports.budget import budget_rows, sequential_rows
     from quantgate.reports.markdown import below_minimum, test_line
+    from quantgate.reports.outcome import outcome
 
     engine_cols, engine_rows = engine_table(r)
     budget, budget_text = budget_rows(r)
     return _env().get_template("report.html").render(r=r, st=r.study, plots=plots, notes=notes, engine_cols=engine_cols,
                                                      engine_rows=engine_rows, engine_notes=engine_notes(r),
                                                      numerics=numerics_rows(r), test_line=test_line(r).replace("**", ""),
-                                                     warn=below_minimum(r), sections=sections,
+                                                     warn=below_minimum(r), sections=sections, outcome=outcome(r),
                                                      sequential=sequential_rows(r), budget=budget,
                                                      budget_text=budget_text.replace("**", "").replace("`", ""),
-                                                     throughput=throughput_lines(r), off_front=pareto_variants(r)[1],
+                                                     throughput=preemption_lines(r) if timed(r) else throughput_lines(r),
+                                                     off_front=pareto_variants(r)[1],
+                                                     waves=wave_rows(r) if timed(r) else [],
                                                      images={(name, w.page_id): page_image(w, root)
                                                              for name, rows in r.worst_pages.items() for w in rows},
                                                      no_worst=no_worst_lines(r), fold_chars=FOLD_CHARS, full_px=FULL_PX)

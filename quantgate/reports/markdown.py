@@ -5,13 +5,16 @@ from __future__ import annotations
 from quantgate.reports.budget import budget_rows, sequential_rows
 from quantgate.reports.engine import engine_notes, engine_table
 from quantgate.reports.numerics import numerics_rows
+from quantgate.reports.outcome import banner_markdown
+from quantgate.reports.sizes import formats_text, megabytes, times_smaller
 from quantgate.reports.speed import (
-    BF16_KERNELS,
-    quantized_speed,
+    preemption_lines,
     report_notes,
     slo_text,
     speedup_text,
     throughput_lines,
+    timed,
+    wave_rows,
 )
 from quantgate.schema.summary import Summary
 from quantgate.schema.verdict import MIN_PAGES
@@ -84,7 +87,7 @@ def _verdict(v) -> str:
 def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     """``sections``: extra lines placed before the provenance line — the tune's trials table."""
     st = r.study
-    lines = [f"# quantgate: {st['name']}", "",
+    lines = [f"# quantgate: {st['name']}", "", *banner_markdown(r),
              f"Baseline **{r.baseline}**, compared at concurrency {r.compare_level}"
              + (f", noise run: baseline at concurrency {r.noise_level}" if r.noise_level else ", no noise run")
              + f". Split `{st['split']}`." + ("" if r.complete else " **Incomplete study.**"), "", test_line(r), ""]
@@ -101,24 +104,27 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
     lines += [""] + [f"- **{v.label} × {v.metric}** ({v.reason}): {v.message}" for v in r.verdicts]
     lines += _sequential_lines(r)
     lines += _lmeval_lines(r)
-    lines += ["", "## Speed", "",
-              "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
-              "|---|---|---|---|---|---|---|---|"]
-    for v in r.variants:
-        for lv in v.levels:
-            lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {speedup_text(v, lv.concurrency)} | "
-                         f"{lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
-                         f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
-    measured = throughput_lines(r)
+    lines += ["", "## Speed"]
+    if timed(r):  # speed once: the timed waves; the accuracy pass's throughput is in the time budget
+        lines += _speed_wave_lines(r)
+        measured = preemption_lines(r)
+    else:
+        lines += ["", "| variant | concurrency | pages/s | speedup | out tok/s | TTFT p50 s | latency p90 s | errors |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for v in r.variants:
+            for lv in v.levels:
+                lines.append(f"| {v.name} | {lv.concurrency} | {lv.pages_per_s:.3f} | {speedup_text(v, lv.concurrency)} "
+                             f"| {lv.output_tokens_per_s:.1f} | {_f(lv.ttft_s.get('p50'), '.2f')} | "
+                             f"{_f(lv.latency_s.get('p90'), '.2f')} | {lv.n_errors} |")
+        measured = throughput_lines(r)  # (their preemption lines included)
     if measured:
         lines += ["", *(f"- {t}" for t in measured)]
-    lines += _speed_wave_lines(r)
     lines += _engine_lines(r)
-    lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | vision BF16 | max concurrency with p90 ≤ SLO |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "## Variants", "", "| variant | recipe | weights MB | × smaller | formats | vision BF16 | max concurrency "
+              "with p90 ≤ SLO |", "|---|---|---|---|---|---|---|"]
     for v in r.variants:
-        lines.append(f"| {v.name} | {v.recipe} | {v.weights_bytes / 1e6:.1f} | {_f(v.compression, '.2f')} | "
-                     f"{'yes' if v.vision_bf16 else 'no'} | {slo_text(r, v)} |")
+        lines.append(f"| {v.name} | {v.recipe} | {megabytes(v.weights_bytes)} | {times_smaller(v.compression)} | "
+                     f"{formats_text(v.formats)} | {'yes' if v.vision_bf16 else 'no'} | {slo_text(r, v)} |")
     lines += ["", "## Numerics", "", "What each server computed per quantized format: weights-only (activations stay "
               "16-bit) or weights+activations (W8A8, W4A4), and on what evidence.", "",
               "| variant | backend | format | computes | activations | evidence |", "|---|---|---|---|---|---|"]
@@ -137,31 +143,15 @@ def render_markdown(r: Summary, sections: list[str] | tuple = ()) -> str:
 
 def _speed_wave_lines(r: Summary) -> list[str]:
     """The speed levels sent in repeated waves, each variant's ratio to the baseline with its interval."""
-    if not any(v.speed for v in r.variants):
-        return []
-    eos = any(lv.ignore_eos for v in r.variants for lv in v.speed)
-    out = ["", f"Speed levels in repeated waves{' (ignore_eos: every request decodes max_tokens)' if eos else ''}; "
-           f"ratio of the waves' mean output tok/s to {r.baseline}'s at the same concurrency, with its interval "
-           "(judge.speed.speedup_interval; the spread between waves of this session, not between sessions):", "",
-           "| variant | concurrency | waves × requests | out tok/s per wave | vs baseline [interval] | ignore_eos |",
-           "|---|---|---|---|---|---|"]
-    for v in r.variants:
-        for lv in v.speed:
-            iv = v.speedup_interval.get(str(lv.concurrency))
-            waves = ", ".join(f"{w.output_tokens_per_s:.1f}" for w in lv.waves) or "–"
-            more = f" (+{lv.incomplete_waves} incomplete)" if lv.incomplete_waves else ""
-            ratio = _interval_cell(iv) if quantized_speed(v) else BF16_KERNELS
-            out.append(f"| {v.name} | {lv.concurrency} | {len(lv.waves)} × {lv.per_wave}{more} | {waves} | "
-                       f"{ratio} | {'yes' if lv.ignore_eos else 'no'} |")
-    return out
-
-
-def _interval_cell(iv) -> str:
-    if iv is None or iv.ratio is None:
-        return iv.note if iv is not None and iv.note else "–"
-    if iv.low is None or iv.high is None:
-        return f"{iv.ratio:.2f}× — {iv.note}"
-    return f"{iv.ratio:.2f}× [{iv.low:.2f}, {iv.high:.2f}] ({iv.level:.0%}, {iv.n_variant} vs {iv.n_baseline} waves)"
+    rows = wave_rows(r)
+    eos = any(x["ignore_eos"] == "yes" for x in rows)
+    return ["", f"Speed levels in repeated waves{' (ignore_eos: every request decodes max_tokens)' if eos else ''}; "
+            f"ratio of the waves' mean output tok/s to {r.baseline}'s at the same concurrency, with its interval "
+            "(judge.speed.speedup_interval; the spread between waves of this session, not between sessions):", "",
+            "| variant | concurrency | waves × requests | out tok/s per wave | vs baseline [interval] | ignore_eos |",
+            "|---|---|---|---|---|---|"] + [
+        f"| {x['variant']} | {x['concurrency']} | {x['waves']} | {x['tok_s']} | {x['ratio']} | {x['ignore_eos']} |"
+        for x in rows]
 
 
 def _sequential_lines(r: Summary) -> list[str]:

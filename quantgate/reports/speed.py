@@ -101,3 +101,46 @@ def pareto_variants(r: Summary) -> tuple[list[VariantSummary], list[str]]:
     for v in r.variants:
         (kept if quantized_speed(v) else left).append(v)
     return kept, [f"{v.name}: {BF16_KERNELS} (transformers serve dequantizes to BF16)" for v in left]
+
+
+def timed(r: Summary) -> bool:
+    """Whether the study timed its speed in repeated waves (``speed:``): then the waves are the report's speed, and
+    the accuracy pass's throughput (pages sent for scoring, a few at a time) appears only in the time budget."""
+    return any(v.speed for v in r.variants)
+
+
+def speed_curve(r: Summary, v: VariantSummary) -> list[tuple[int, float, float | None]]:
+    """(concurrency, pages/s, p90 latency s) per level, as the report plots it: the waves' means when the study timed
+    waves, else the accuracy pass's levels."""
+    if timed(r):
+        out = []
+        for lv in v.speed:
+            if lv.waves:
+                p90 = [w.latency_s.get("p90") for w in lv.waves]
+                out.append((lv.concurrency, sum(w.pages_per_s for w in lv.waves) / len(lv.waves),
+                            None if None in p90 else sum(p90) / len(p90)))  # type: ignore[arg-type]
+        return out
+    return [(lv.concurrency, lv.pages_per_s, lv.latency_s.get("p90")) for lv in v.levels]
+
+
+def _interval_cell(iv) -> str:
+    if iv is None or iv.ratio is None:
+        return iv.note if iv is not None and iv.note else "–"
+    if iv.low is None or iv.high is None:
+        return f"{iv.ratio:.2f}× — {iv.note}"
+    return f"{iv.ratio:.2f}× [{iv.low:.2f}, {iv.high:.2f}] ({iv.level:.0%}, {iv.n_variant} vs {iv.n_baseline} waves)"
+
+
+def wave_rows(r: Summary) -> list[dict[str, str]]:
+    """One row per variant and timed speed level, for both renderers: the waves, each wave's output tok/s, and the
+    ratio to the baseline's with its interval (judge.speed.speedup_interval)."""
+    rows = []
+    for v in r.variants:
+        for lv in v.speed:
+            more = f" (+{lv.incomplete_waves} incomplete)" if lv.incomplete_waves else ""
+            rows.append({"variant": v.name, "concurrency": str(lv.concurrency),
+                         "waves": f"{len(lv.waves)} × {lv.per_wave}{more}",
+                         "tok_s": ", ".join(f"{w.output_tokens_per_s:.1f}" for w in lv.waves) or "–",
+                         "ratio": _interval_cell(v.speedup_interval.get(str(lv.concurrency))) if quantized_speed(v)
+                         else BF16_KERNELS, "ignore_eos": "yes" if lv.ignore_eos else "no"})
+    return rows

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.io.fileio import append_jsonl, atomic_write_json, read_jsonl
 from quantgate.io.pageset import PageSet
 from quantgate.schema.base import Record, parse_record
@@ -40,7 +40,7 @@ def parse_formats(spec: str | list[str]) -> list[str]:
     items = [f.strip() for f in (spec.split(",") if isinstance(spec, str) else spec) if f.strip()]
     bad = [f for f in items if f not in QUANT_FORMATS]
     if bad or not items:
-        raise InputError(f"--formats: {', '.join(bad) or 'empty'} — choose from {', '.join(QUANT_FORMATS)}")
+        raise UsageError(f"--formats: {', '.join(bad) or 'empty'} — choose from {', '.join(QUANT_FORMATS)}")
     return list(dict.fromkeys(items))
 
 
@@ -136,9 +136,9 @@ class _Analysis:
 
         formats = parse_formats(o.formats)
         if o.samples < 1 or o.batch_pages < 1 or o.max_new_tokens < 1:
-            raise InputError("--calibration-samples, --batch-pages and --max-new-tokens must be at least 1")
+            raise UsageError("--calibration-samples, --batch-pages and --max-new-tokens must be at least 1")
         if o.bandwidth_gbps is not None and o.bandwidth_gbps <= 0:
-            raise InputError(f"--bandwidth {o.bandwidth_gbps}: must be a positive number of GB/s")
+            raise UsageError(f"--bandwidth {o.bandwidth_gbps}: must be a positive number of GB/s")
         keep_bf16 = DEFAULT_KEEP_BF16 if o.keep_bf16 is None else o.keep_bf16
         prompt = o.prompt or DEFAULT_PROMPT
         check_model_dir(model_dir, o.trust_remote_code)

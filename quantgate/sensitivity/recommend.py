@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
 
@@ -192,11 +192,11 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
     if sum(x is not None for x in (budget_bytes, effective_bits, speedup)) != 1:
         raise InputError("give exactly one of --budget, --effective-bits, --speedup")
     if target not in TARGETS:
-        raise InputError(f"--target {target!r}: choose from {', '.join(TARGETS)}")
+        raise UsageError(f"--target {target!r}: choose from {', '.join(TARGETS)}")
     formats = formats or list(sens.formats)
     unknown = [f for f in formats if f not in sens.formats]
     if unknown:
-        raise InputError(f"--formats: {', '.join(unknown)} not measured in this sensitivity file "
+        raise UsageError(f"--formats: {', '.join(unknown)} not measured in this sensitivity file "
                          f"(it has {', '.join(sens.formats)}); rerun `quantgate sensitivity` with them")
     groups = sens.groups
     exclude = {g: set(fs) - {"bf16"} for g, fs in (exclude or {}).items()}
@@ -218,10 +218,10 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
     if budget_bytes is not None:
         mode, limit, cost, budget = "budget", budget_bytes - fixed, nbytes, budget_bytes
         if budget_bytes < min_total:
-            raise InputError(f"--budget {human(budget_bytes)} is below the smallest recipe these formats allow, "
+            raise UsageError(f"--budget {human(budget_bytes)} is below the smallest recipe these formats allow, "
                              f"{human(min_total)} ({smallest}); BF16 is {human(bf16_total)}")
         if budget_bytes >= bf16_total:
-            raise InputError(f"--budget {human(budget_bytes)} is at or above the BF16 size {human(bf16_total)}: "
+            raise UsageError(f"--budget {human(budget_bytes)} is at or above the BF16 size {human(bf16_total)}: "
                              f"nothing needs quantizing (the smallest recipe is {human(min_total)})")
     elif effective_bits is not None:
         mode, budget = "effective_bits", effective_bits
@@ -229,10 +229,10 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
         limit = effective_bits * params
         lo = sum(min(r) for r in cost) / params
         if effective_bits < lo:
-            raise InputError(f"--effective-bits {effective_bits} is below the smallest these formats allow, {lo:.3f} "
+            raise UsageError(f"--effective-bits {effective_bits} is below the smallest these formats allow, {lo:.3f} "
                              f"bits per quantizable weight, scales included (BF16 is 16)")
         if effective_bits >= 16:
-            raise InputError(f"--effective-bits {effective_bits} is at or above BF16's 16: nothing needs quantizing "
+            raise UsageError(f"--effective-bits {effective_bits} is at or above BF16's 16: nothing needs quantizing "
                              f"(the smallest is {lo:.3f})")
     elif speed_table is not None:
         mode, budget = "speedup", speedup
@@ -242,7 +242,7 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
         unit = "seconds per served wave" if prefill_table is not None else "GPU ms per decode step"
         top = table.bf16_ms / fastest
         if speedup <= 1 or speedup > top:
-            raise InputError(f"--speedup {speedup}: {'must be above 1 (BF16 is 1.0); ' if speedup <= 1 else ''}"
+            raise UsageError(f"--speedup {speedup}: {'must be above 1 (BF16 is 1.0); ' if speedup <= 1 else ''}"
                              f"at most {top:.2f}x is predicted with these formats by {speed_table_source} at "
                              f"concurrency {table.concurrency} ({unit}: BF16 {table.bf16_ms:.3f}, "
                              f"fastest {fastest:.3f})")
@@ -250,10 +250,10 @@ def recommend(sens: SensitivityFile, *, budget_bytes: int | None = None, effecti
     else:
         mode, budget = "speedup", speedup
         if speedup <= 1:
-            raise InputError(f"--speedup {speedup}: must be above 1 (BF16 is 1.0; at most {bf16_dec / min_dec:.2f}× "
+            raise UsageError(f"--speedup {speedup}: must be above 1 (BF16 is 1.0; at most {bf16_dec / min_dec:.2f}× "
                              "is modelled with these formats)")
         if bf16_dec / speedup < min_dec:
-            raise InputError(f"--speedup {speedup}: above the {bf16_dec / min_dec:.2f}× these formats can reach in the "
+            raise UsageError(f"--speedup {speedup}: above the {bf16_dec / min_dec:.2f}× these formats can reach in the "
                              f"decode-time model (weights read per token: BF16 {human(bf16_dec)}, smallest "
                              f"{human(min_dec)}; BF16 is 1.0×)")
         cost, limit = dec, bf16_dec / speedup - fixed_dec

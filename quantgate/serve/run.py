@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from quantgate.errors import InputError, ServerError
+from quantgate.errors import InputError, ServerError, UsageError
 from quantgate.io.chain import Chain, run_anchor, verify_chain
 from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
@@ -206,9 +206,9 @@ def _check(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path) -> N
     if backend.serves_local_weights:
         check_model_dir(variant)
     if not o.concurrency or any(c < 1 for c in o.concurrency):
-        raise InputError(f"--concurrency must list positive integers, got {list(o.concurrency)}")
+        raise UsageError(f"--concurrency must list positive integers, got {list(o.concurrency)}")
     if o.waves is not None and o.waves <= 0:
-        raise InputError(f"--waves must be positive, got {o.waves}")
+        raise UsageError(f"--waves must be positive, got {o.waves}")
     unknown = sorted(set(h.batches) - set(o.concurrency))
     if unknown:
         raise InputError(f"batches for concurrency {unknown}, which is not among the levels {list(o.concurrency)}")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from quantgate.errors import InputError, ServerError
+from quantgate.errors import InputError, ServerError, UsageError
 from quantgate.io.fileio import atomic_write_json
 from quantgate.schema.base import read_record_file
 from quantgate.schema.run import DEFAULT_PROMPT
@@ -36,16 +36,16 @@ def check_args(variant_dir: Path, levels: Sequence[int], *, steps: int, delay: i
                server_args: Sequence[str]) -> VariantManifest:
     """Everything that can be refused before a server starts; returns the variant's manifest (its plan)."""
     if not levels or any(not isinstance(c, int) or isinstance(c, bool) or c < 1 for c in levels):
-        raise InputError(f"--concurrency {list(levels)}: give one or more whole numbers of at least 1")
+        raise UsageError(f"--concurrency {list(levels)}: give one or more whole numbers of at least 1")
     if len(set(levels)) != len(levels):
-        raise InputError(f"--concurrency {list(levels)}: each level once")
+        raise UsageError(f"--concurrency {list(levels)}: each level once")
     if steps < 1 or delay < 0:
-        raise InputError(f"--steps {steps} / --delay {delay}: profile at least 1 step after 0 or more skipped")
+        raise UsageError(f"--steps {steps} / --delay {delay}: profile at least 1 step after 0 or more skipped")
     if max_tokens < delay + steps + 8:
-        raise InputError(f"--max-tokens {max_tokens}: the requests must still be decoding after the {delay} skipped "
+        raise UsageError(f"--max-tokens {max_tokens}: the requests must still be decoding after the {delay} skipped "
                          f"and {steps} profiled steps; give at least {delay + steps + 8}")
     if any(a == "--profiler-config" or a.startswith("--profiler-config") for a in server_args):
-        raise InputError("--server-arg --profiler-config: speed-profile sets vLLM's profiler itself; drop it")
+        raise UsageError("--server-arg --profiler-config: speed-profile sets vLLM's profiler itself; drop it")
     manifest = read_record_file(VariantManifest, Path(variant_dir) / "quantgate.json",
                                 missing="speed-profile reads the variant's plan from it: build the variant with "
                                 "`quantgate quantize` (BF16 too: recipe bf16)")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.io.fileio import (
     append_jsonl,
     atomic_write_bytes,
@@ -128,7 +128,7 @@ class Tuner:
         from quantgate.study.spec import resolve_path
 
         if max_trials < 1:
-            raise InputError(f"--max-trials {max_trials}: must be at least 1")
+            raise UsageError(f"--max-trials {max_trials}: must be at least 1")
         self.study_path = Path(study_path)
         self.st = load_user_study(self.study_path)
         self.base = self.study_path.resolve().parent
@@ -158,7 +158,7 @@ class Tuner:
         self.mode, self.limit_value = first.mode, first.limit
         self.name = name or default_name(budget_bytes, effective_bits, speedup)
         if not _NAME.match(self.name):
-            raise InputError(f"--name {self.name!r}: letters, digits, '.', '_' and '-' only (it names study variants)")
+            raise UsageError(f"--name {self.name!r}: letters, digits, '.', '_' and '-' only (it names study variants)")
         clash = [v.name for v in self.st.variants if v.name.startswith(f"{self.name}-t")]
         if clash:
             raise InputError(f"{self.study_path}: variant {clash[0]!r} would clash with this tune's trial names; "

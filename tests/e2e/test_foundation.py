@@ -83,14 +83,14 @@ def test_help_lists_verbs():
 
 def test_unknown_verb_is_one_clear_line():
     r = _cli("frobnicate")
-    assert r.returncode == 2
+    assert r.returncode == 64
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "frobnicate" in r.stderr
 
 
 def test_missing_required_path_is_one_clear_line(tmp_path):
     r = _cli("pages", "check", str(tmp_path / "nope"))
-    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.returncode == 64 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "nope" in r.stderr
 
 

@@ -76,7 +76,7 @@ def test_init_imports_images_with_truth_beside_the_yaml(reader_pages, tmp_path):
     assert body["calibration_samples"] == len(ps.split("calibration"))
     # a second init does not overwrite either the YAML or the imported pages
     r = _qg("init", "--model", str(READER), "--pages", str(imgs), "-o", str(yml), timeout=600)
-    assert r.returncode == 2 and "exists" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 64 and "exists" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("case", ["model_not_a_model", "pickle_model", "no_pages", "no_truth", "bad_variant"])
@@ -106,6 +106,6 @@ def test_init_refuses_unusable_inputs(reader_pages, tmp_path, case):
         extra, msg = ["--variants", "no-such-preset"], "no such preset"
     yml = tmp_path / "new" / "study" / "s.yaml"  # folders init would create for its YAML and pages
     r = _qg("init", "--model", str(model), "--pages", str(pages), "-o", str(yml), *extra, timeout=600)
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 65, r.stdout + r.stderr  # the files given exist but cannot be used
     assert msg in r.stderr and "Traceback" not in r.stderr and r.stderr.count("\n") <= 2
     assert not (tmp_path / "new").exists()  # neither the YAML nor an empty folder for it is left behind

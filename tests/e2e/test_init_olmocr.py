@@ -15,7 +15,7 @@ import pytest
 from quantgate.io.pageset import split_of
 from quantgate.schema.metrics import METRICS
 from quantgate.study.demo import READER
-from tests.support.paths import OLMOCR_SAMPLE
+from tests.support.paths import OLMOCR_SAMPLE, oracle_missing
 
 # the blank page and six pages whose checks need the text read (present/table/math/order): few pages, so fast
 PDFS = ["blank_book_pg1", "discoverworld_crazy_table4", "olmo2-pg4", "mathfuncs", "lincoln_letter", "buildingnotes",
@@ -28,7 +28,7 @@ def _qg(*args, **kw):
 
 
 @pytest.mark.slow  # init, then a study of bf16 + fp8-dynamic on the CPU: about 4 minutes
-@pytest.mark.skipif(not OLMOCR_SAMPLE.is_dir(), reason=f"olmOCR sample absent: {OLMOCR_SAMPLE}")
+@pytest.mark.skipif(oracle_missing(OLMOCR_SAMPLE) is not None, reason=oracle_missing(OLMOCR_SAMPLE) or "")
 def test_init_study_gate_on_the_olmocr_sample_is_baseline_unfit(tmp_path):
     pdfs = tmp_path / "pdfs"
     pdfs.mkdir()

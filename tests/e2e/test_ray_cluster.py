@@ -210,7 +210,7 @@ def test_a_cluster_without_ray_installed_is_refused_with_the_install_command(tmp
         code = ("import sys; sys.modules['ray'] = None; from quantgate.cli import main; "
                 f"sys.argv = ['quantgate', 'study', {str(study)!r}, '--ray', {addr!r}]; raise SystemExit(main())")
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.returncode == 65, r.stderr[-2000:]
     assert f"cluster.ray {addr}: Ray is not installed" in r.stderr and "quantgate[cluster]" in r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
 
@@ -232,7 +232,7 @@ def test_an_address_that_does_not_answer_is_refused_within_the_bound(tmp_path):
     dead = f"127.0.0.1:{_free_port()}"  # nothing listens
     r = subprocess.run([sys.executable, "-m", "quantgate", "study", str(study), "--ray", dead], capture_output=True,
                        text=True, timeout=120, cwd=REPO)
-    assert r.returncode == 2 and f"cluster.ray {dead}: nothing answers there" in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 65 and f"cluster.ray {dead}: nothing answers there" in r.stderr, r.stderr[-2000:]
     pytest.importorskip("ray")
     # a port that accepts the connection but never speaks Ray's protocol: the wait is bounded
     body = yaml.safe_load(study.read_text())
@@ -245,6 +245,6 @@ def test_an_address_that_does_not_answer_is_refused_within_the_bound(tmp_path):
         t0 = time.monotonic()
         r = subprocess.run([sys.executable, "-m", "quantgate", "study", str(study), "--ray", addr],
                            capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert r.returncode == 2 and f"cluster.ray {addr}: " in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 65 and f"cluster.ray {addr}: " in r.stderr, r.stderr[-2000:]
     assert "within 5 s" in r.stderr or "refused the connection" in r.stderr
     assert time.monotonic() - t0 < 120 and not out.exists()

@@ -228,7 +228,7 @@ def test_lmeval_cli(demo, tmp_path):
     assert r.returncode == 0 and "within_noise" in r.stdout and "recovery 1.000" in r.stdout
     r = _qg("lmeval", str(out / "variants" / "bf16"), "--tasks", "no_such_task_xyz", "-o", str(tmp_path / "x"),
             timeout=300)
-    assert r.returncode == 2 and "unknown lm-eval task" in r.stderr and "--include-path" in r.stderr
+    assert r.returncode == 65 and "unknown lm-eval task" in r.stderr and "--include-path" in r.stderr
 
 
 def test_lmeval_recovery_is_oriented_by_direction():
@@ -319,7 +319,7 @@ def test_second_study_on_same_folder_refuses(demo, tmp_path):
     try:
         assert _wait_for(lambda: (out / ".lock").exists() and (out / ".lock").read_text().strip(), 120)
         r = _qg("study", str(out / "study.yaml"), "-o", str(out), timeout=60)
-        assert r.returncode == 2 and "another quantgate study is running" in r.stderr
+        assert r.returncode == 65 and "another quantgate study is running" in r.stderr
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -343,7 +343,7 @@ def test_bad_study_files_name_the_field(tmp_path, patch, msg):
     with pytest.raises(InputError, match=msg):
         load_study(f)
     r = _qg("study", str(f), "-o", str(tmp_path / "o"))
-    assert r.returncode == 2 and "Traceback" not in r.stderr and str(f) in r.stderr
+    assert r.returncode == 65 and "Traceback" not in r.stderr and str(f) in r.stderr
     assert os.path.basename(str(f)) in r.stderr
 
 

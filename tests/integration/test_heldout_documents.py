@@ -145,7 +145,7 @@ def test_a_pattern_that_names_no_document_is_one_error_and_writes_nothing(tmp_pa
         assert pattern in str(e.value)
         assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.*"))
     r = _cli("pages", "import", str(flat), "-o", str(tmp_path / "out"), "--document-pattern", "^(zzz)")
-    assert r.returncode == 2 and "--document-pattern '^(zzz)'" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 64 and "--document-pattern '^(zzz)'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from quantgate.scoring import katex
+from tests.support.paths import oracle_missing
 from tests.support.upstream_olmocr import REFERENCE
 
 
@@ -58,7 +59,7 @@ def test_install_keeps_a_checked_install_without_npm(tmp_path, monkeypatch):
     for name in katex.FILES:
         src = REFERENCE / "katex" / name
         if not src.is_file():
-            pytest.skip(f"upstream's KaTeX copy absent: {src}")
+            pytest.skip(oracle_missing(src) or f"{src}: not a file")
         (dest / name).write_bytes(src.read_bytes())
     monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
     assert katex.install(dest) == dest

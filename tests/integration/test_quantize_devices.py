@@ -72,12 +72,12 @@ def test_the_cli_refuses_devices_on_cpu_and_writes_nothing(tmp_path, capsys):
     from quantgate.cli import main
 
     out = tmp_path / "v"
-    assert main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--devices", "0,1"]) == 2
+    assert main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--devices", "0,1"]) == 64
     assert "--devices 0,1: no CUDA device is visible" in capsys.readouterr().err and not out.exists()
-    assert main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--max-memory", "0=1GiB"]) == 2
+    assert main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--max-memory", "0=1GiB"]) == 64
     assert "give --devices too" in capsys.readouterr().err
     assert main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--devices", "0",
-                 "--max-memory", "0=lots"]) == 2
+                 "--max-memory", "0=lots"]) == 64
     assert "--max-memory '0=lots': 'lots' is not a size" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["quantize", str(READER), "--recipe", "bf16", "-o", str(out), "--devices", "0,x"])

@@ -389,10 +389,10 @@ def test_bad_input_is_one_clear_error(reader_sens, tmp_path):
     q = [sys.executable, "-m", "quantgate"]
     p = subprocess.run(q + ["recommend", str(out), "--budget", "4.1MiB", "-o", str(tmp_path / "r.yaml")],
                        capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "decimal unit" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 65 and "decimal unit" in p.stderr and "Traceback" not in p.stderr
     p = subprocess.run(q + ["recommend", str(out), "--budget", "1kB", "-o", str(tmp_path / "r.yaml")],
                        capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "below the smallest" in p.stderr and "BF16 is" in p.stderr
+    assert p.returncode == 64 and "below the smallest" in p.stderr and "BF16 is" in p.stderr
     assert not (tmp_path / "r.yaml").exists()
     other = tmp_path / "other"  # other weights: refused by their hash (nothing is loaded)
     other.mkdir()
@@ -400,16 +400,16 @@ def test_bad_input_is_one_clear_error(reader_sens, tmp_path):
     (other / "model.safetensors").write_bytes(b"other weights")
     p = subprocess.run(q + ["recommend", str(out), "--budget", "5MB", "--model", str(other), "-o", str(tmp_path / "r.yaml")],
                        capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "measured on other weights" in p.stderr
+    assert p.returncode == 65 and "measured on other weights" in p.stderr
     empty = tmp_path / "nocal"
     synth_pages(empty, 3, seed=1, calibration_fraction=0.0, profile="reader")
     p = subprocess.run(q + ["sensitivity", str(READER), "--calibration", str(empty), "-o", str(tmp_path / "s.json")],
                        capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "no pages in the calibration split" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 65 and "no pages in the calibration split" in p.stderr and "Traceback" not in p.stderr
     p = subprocess.run(q + ["sensitivity", str(READER), "--calibration", str(empty), "--formats", "int3",
                             "-o", str(tmp_path / "s.json")], capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "--formats: int3" in p.stderr
+    assert p.returncode == 64 and "--formats: int3" in p.stderr
     (tmp_path / "bad.json").write_text(json.dumps({"kind": "quantgate.sensitivity", "schema_version": 1}))
     p = subprocess.run(q + ["recommend", str(tmp_path / "bad.json"), "--budget", "5MB", "-o", str(tmp_path / "r.yaml")],
                        capture_output=True, text=True, cwd=ROOT)
-    assert p.returncode == 2 and "bad.json" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 65 and "bad.json" in p.stderr and "Traceback" not in p.stderr

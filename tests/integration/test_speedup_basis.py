@@ -105,4 +105,4 @@ def test_recommend_cli_takes_the_speed_table(tmp_path):
     assert "(predicted from the measured cost table" in p.stdout
     tab.write_text(sens.read_text())  # a sensitivity file is not a cost table
     p = subprocess.run(q + ["--speed-table", str(tab)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "not a quantgate.speed_table file" in p.stderr
+    assert p.returncode == 65 and "not a quantgate.speed_table file" in p.stderr

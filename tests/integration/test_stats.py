@@ -360,7 +360,7 @@ def _qg(*args):
 def test_cli_refuses_bad_numbers(flag, value):
     g = str(GOLDEN / "baseline.jsonl")
     r = _qg("compare", g, g, "--metric", "ned", flag, value)
-    assert r.returncode == 2 and flag in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 64 and flag in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 

@@ -255,7 +255,7 @@ def test_another_models_sensitivity_file_and_changed_inputs_are_refused(setup, t
     r = subprocess.run([sys.executable, "-m", "quantgate", "tune", str(study), "--sensitivity", str(other),
                         "--budget", str(BUDGET), "-o", str(tmp / "out")], capture_output=True, text=True,
                        cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 65 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
     assert "measured on other weights" in r.stderr and not (tmp / "out").exists()
     # a budget the formats cannot meet: refused before any trial
     with pytest.raises(InputError, match="below the smallest recipe"):

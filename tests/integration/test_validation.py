@@ -223,7 +223,7 @@ def check_flag(verb: str, flag: str, s: str, places: Path, action) -> None:
     argv = base_argv(verb, flag, places) + [f"{flag}={s}"]
     if want is INVALID:
         rc, out, err = run_main(argv)
-        assert rc == 2, (argv, rc, err)
+        assert rc == 64, (argv, rc, err)  # a bad flag value: a usage error
         assert out == "" and "Traceback" not in err
         assert len(err.splitlines()) == 1 and err.endswith("\n"), err
         assert err.startswith(f"quantgate {verb}: error: argument {flag}: "), err
@@ -234,7 +234,7 @@ def check_flag(verb: str, flag: str, s: str, places: Path, action) -> None:
     if verb in PARSE_ONLY:
         return
     rc, _, err = run_main(argv)
-    assert rc == 2 and len(err.splitlines()) == 1 and f"argument {flag}" not in err, (argv, err)
+    assert rc in (64, 65) and len(err.splitlines()) == 1 and f"argument {flag}" not in err, (argv, err)
 
 
 def number_text():
@@ -302,7 +302,7 @@ def test_numeric_flags_through_the_real_cli(tmp_path):
         r = subprocess.run([sys.executable, "-m", "quantgate", "serve", "stub", "--pages", str(tmp_path), "-o",
                             str(out), "--backend", "openai", "--endpoint", "http://127.0.0.1:9/v1", f"{flag}={value}"],
                            capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and r.stdout == "", (flag, value, r.stderr)
+        assert r.returncode == 64 and r.stdout == "", (flag, value, r.stderr)
         assert r.stderr.count("\n") == 1 and f"argument {flag}: '{value}'" in r.stderr, r.stderr
         assert not out.exists()
 
@@ -429,7 +429,7 @@ def check_study_field(field: str, value, root: Path) -> None:
     with pytest.raises(InputError):
         load_study(path)
     rc, stdout, err = run_main(["study", str(path), "-o", str(out)])
-    assert rc == 2 and stdout == "" and len(err.splitlines()) == 1, (field, value, err)
+    assert rc == 65 and stdout == "" and len(err.splitlines()) == 1, (field, value, err)
     assert err.startswith(f"quantgate study: error: {path}: field '{field}'"), (field, value, err)
     assert not out.exists()
 
@@ -462,12 +462,12 @@ def test_bad_study_numbers_fail_before_any_work(tmp_path):
         path, out = tmp_path / f"s{i}.yaml", tmp_path / f"out{i}"
         path.write_text(base.format(model=model) + line + "\n")
         rc, _, err = run_main(["study", str(path), "-o", str(out)])
-        assert rc == 2 and len(err.splitlines()) == 1, (line, err)
+        assert rc == 65 and len(err.splitlines()) == 1, (line, err)
         assert f"field '{field}'" in err, (line, err)
         assert not out.exists(), line
     r = subprocess.run([sys.executable, "-m", "quantgate", "study", str(tmp_path / "s0.yaml"), "-o", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 65 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "field 'resamples'" in r.stderr and not (tmp_path / "o").exists()
 
 

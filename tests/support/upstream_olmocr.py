@@ -19,7 +19,7 @@ import tempfile
 import types
 from pathlib import Path
 
-from tests.support.paths import SHARED
+from tests.support.paths import SHARED, oracle_missing
 
 # QUANTGATE_OLMOCR_REFERENCE: another folder laid out like the shared one (e.g. a newer upstream commit)
 REFERENCE = Path(os.environ.get("QUANTGATE_OLMOCR_REFERENCE")
@@ -37,9 +37,7 @@ def compare_rendered_equations(*a, **k):
 
 
 def reference_missing_reason() -> str | None:
-    need = ("tests.py", "table_parsing.py", "repeatdetect.py")
-    missing = [n for n in need if not (REFERENCE / n).is_file()]
-    return f"upstream olmOCR-bench reference not found: {REFERENCE} lacks {', '.join(missing)}" if missing else None
+    return oracle_missing(*(REFERENCE / n for n in ("tests.py", "table_parsing.py", "repeatdetect.py")))
 
 
 def chromium_path() -> str | None:
@@ -48,9 +46,9 @@ def chromium_path() -> str | None:
 
 def upstream_math_reason() -> str | None:
     """None when upstream's own math rendering can run here; else why not."""
-    missing = [n for n in KATEX_FILES if not (REFERENCE / "katex" / n).is_file()]
+    missing = oracle_missing(*(REFERENCE / "katex" / n for n in KATEX_FILES))  # upstream's KaTeX renderer
     if missing:
-        return f"{REFERENCE / 'katex'} lacks {', '.join(missing)} (upstream's KaTeX renderer)"
+        return missing
     try:
         importlib.import_module("playwright.sync_api")
     except ImportError:

@@ -17,7 +17,7 @@ import types
 import warnings
 from pathlib import Path
 
-from tests.support.paths import SHARED
+from tests.support.paths import SHARED, oracle_missing
 
 REFERENCE = Path(os.environ.get("QUANTGATE_OMNIDOC_REFERENCE")
                  or SHARED / "reference" / "omnidocbench")
@@ -30,15 +30,13 @@ _CODE = ("utils/match_quick.py", "utils/match.py", "utils/extract.py", "utils/da
 
 
 def demo_missing_reason() -> str | None:
-    need = [DEMO_TRUTH, DEMO_PREDICTIONS, RESULT / "end2end_quick_match_metric_result.json"]
-    missing = [str(p) for p in need if not p.exists()]
-    return f"OmniDocBench reference not found: {', '.join(missing)} missing" if missing else None
+    return oracle_missing(DEMO_TRUTH, DEMO_PREDICTIONS, RESULT / "end2end_quick_match_metric_result.json")
 
 
 def code_missing_reason() -> str | None:
-    missing = [p for p in _CODE if not (REFERENCE / p).is_file()]
+    missing = oracle_missing(*(REFERENCE / p for p in _CODE))
     if missing:
-        return f"OmniDocBench reference code not found under {REFERENCE}: {', '.join(missing)}"
+        return missing
     try:
         importlib.import_module("Levenshtein")
         importlib.import_module("pylatexenc")

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import ConfigDict, Discriminator, Tag, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.serve.backends.base import Backend, BackendOptions, flag_of, get_backend, option_error, registered
 
 DEFAULT_BACKEND = "transformers"
@@ -134,7 +134,7 @@ def backend_from_args(a: argparse.Namespace, variant: str | None = None) -> Back
     wrong = [f for f in given if f not in cls.Options.model_fields]
     if wrong:
         f = wrong[0]
-        raise InputError(f"{fields[f]['flag']} is not an option of backend {a.backend} "
+        raise UsageError(f"{fields[f]['flag']} is not an option of backend {a.backend} "
                          f"(it is for: {', '.join(fields[f]['backends'])})")
     if variant is not None and "model" in cls.Options.model_fields and "model" not in given:
         given["model"] = variant

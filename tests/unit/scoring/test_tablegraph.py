@@ -14,11 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from quantgate.scoring.tablegraph import DIRECTIONS, html_tables, markdown_tables, read_tables
-from tests.support.paths import OLMOCR_SAMPLE
+from tests.support.paths import OLMOCR_SAMPLE, oracle_missing
 from tests.support.upstream_olmocr import REFERENCE
 
 UPSTREAM_FILE = REFERENCE / "table_parsing.py"
-pytestmark = pytest.mark.skipif(not UPSTREAM_FILE.is_file(), reason=f"upstream reference absent: {UPSTREAM_FILE}")
+pytestmark = pytest.mark.skipif(oracle_missing(UPSTREAM_FILE) is not None, reason=oracle_missing(UPSTREAM_FILE) or "")
+needs_sample = pytest.mark.skipif(oracle_missing(OLMOCR_SAMPLE) is not None, reason=oracle_missing(OLMOCR_SAMPLE) or "")
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -144,7 +145,7 @@ def _sample_outputs() -> list[Path]:
     return sorted(p for p in OLMOCR_SAMPLE.rglob("*.md") if p.parent.name != "pdfs" and "repeat" in p.name)
 
 
-@pytest.mark.skipif(not OLMOCR_SAMPLE.is_dir(), reason=f"olmOCR sample absent: {OLMOCR_SAMPLE}")
+@needs_sample
 def test_every_sample_output_reads_as_upstream_reads_it():
     outputs = _sample_outputs()
     assert len(outputs) >= 80
@@ -152,7 +153,7 @@ def test_every_sample_output_reads_as_upstream_reads_it():
     assert tables >= 20  # the sample's outputs do hold tables (markdown ones)
 
 
-@pytest.mark.skipif(not OLMOCR_SAMPLE.is_dir(), reason=f"olmOCR sample absent: {OLMOCR_SAMPLE}")
+@needs_sample
 def test_every_sample_table_check_gives_upstreams_verdict():
     from quantgate.scoring.olmocr_checks import run_check
     from tests.support import upstream_olmocr
