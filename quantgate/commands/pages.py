@@ -48,6 +48,9 @@ def register(sub) -> None:
                       "heldout by a seeded hash of the document, so no document is in both.")
     i.add_argument("sources", nargs="+", type=existing_path, metavar="SRC", help="images, PDFs, or folders of them")
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
+    i.add_argument("--parsebench", type=existing_path, metavar="FILE.jsonl",
+                   help="a ParseBench dimension file (one rule a line, pages by pdf and page): each page's content-"
+                   "faithfulness rules, scored by the parsebench_content metric; other dimensions' lines are left out")
     add_import_flags(i, "--seed")  # `pages import --seed` before the split's seed said what it seeds
     g = i.add_mutually_exclusive_group()
     g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")
@@ -125,6 +128,14 @@ def cmd_import(a: argparse.Namespace) -> int:
                              calibration_fraction=a.calibration_fraction, seed=a.split_seed, max_pixels=a.max_pixels,
                              max_pdf_pages=a.max_pdf_pages, tags=a.tag, follow_outside_links=a.follow_outside_links,
                              document_pattern=a.document_pattern)
+        if a.parsebench:  # every rule checked as scoring reads it, before any page is written (file:line, type)
+            from quantgate.scoring.parsebench.dataset import read_rules
+
+            rules = read_rules(a.parsebench)
+            opts.parsebench = rules.by_page
+            for kind, n in sorted(rules.skipped.items()):
+                print(f"note: {a.parsebench}: {n} {kind} rule(s) left out (another ParseBench dimension)",
+                      file=sys.stderr)
         if a.checks:  # every check as scoring reads it, before any page is written (one DataError: file:line, id)
             from quantgate.io.fileio import read_jsonl
             from quantgate.scoring.olmocr_checks import validate_checks

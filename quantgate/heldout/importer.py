@@ -48,6 +48,9 @@ class ImportOptions:
     # Copy (with a warning) a truth file or folder image that is a link to a file outside its folder,
     # instead of refusing it: a planted link would otherwise copy any readable file into the set.
     follow_outside_links: bool = False
+    # page id → its ParseBench content rules, read and checked by the caller (scoring.parsebench.dataset, which this
+    # stage may not import); a page id here that no imported page has is refused
+    parsebench: dict[str, list[dict]] = field(default_factory=dict)
 
 
 @dataclass
@@ -251,6 +254,11 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
                     raise InputError(f"{f}: image file is empty (0 bytes)")
                 writer.add(f.stem, _open_image(data, str(f), opts.max_pixels), f, None, doc)
         records = writer.records
+        orphans = sorted(set(opts.parsebench) - {r.id for r in records})
+        if orphans:
+            raise InputError(f"--parsebench: rules name {len(orphans)} page(s) not in the imported set, e.g. "
+                             f"{orphans[0]!r} (from the line's pdf and page: <pdf stem>_pg<page>); import that PDF "
+                             "too, or drop its rules")
         warn += writer.notes + _unmatched(records, truth_files, checks, opts)
         _write_set(tmp, records, opts, warn)
         _replace(tmp, out, overwrite)
@@ -308,6 +316,7 @@ class _PageWriter:
             width=img.width, height=img.height,
             source=PageSource(file=str(src), page=page_no),
             truth=truth_rel, truth_sha256=truth_sha, truth_record_sha256=record_sha, checks=self.checks.get(pid, []),
+            parsebench=self.opts.parsebench.get(pid, []),
             split=split_of(document, self.opts.seed, self.opts.calibration_fraction),
             tags=list(self.opts.tags) + self._attribute_tags.pop(pid, []),
         ))

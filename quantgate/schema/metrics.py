@@ -148,6 +148,12 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
          "one swap of two blocks on one page in five, on pages of about twenty blocks",
          "OmniDocBench reading-order edit distance over the matched text blocks' truth order"),
     )),
+    # a rule score has no proven truth-free bound: a changed output may move it anywhere in [0, 1]
+    MetricSpec(name="parsebench_content", bound="range_if_changed", higher_is_better=True, range=(0.0, 1.0), margin=0.02,
+               margin_why="one word in fifty lost from a page whose only rules are its missing-word bag",
+               doc="ParseBench content faithfulness as upstream scores a page: (text correctness + order / 2) / 1.5 "
+                   "over the page's word/sentence/digit-bag and order rules (pages imported with --parsebench)",
+               family="parsebench"),
 )}
 
 FAMILIES: dict[str, list[str]] = {}

@@ -126,7 +126,9 @@ def truth_free_bound(metric: str, baseline: str, candidate: str) -> float | None
     if baseline == candidate:  # the common case for a quantized variant, and the cheapest: no text is read
         return 0.0
     span = m.spec.margin_ceiling
-    if m.needs != "omnidoc":  # score_one's empty rule: a blank output scores the worst value
+    # score_one's empty rule (a blank output scores the worst value); the OmniDocBench and ParseBench families
+    # score a blank output by their own protocol instead
+    if m.needs not in ("omnidoc", "parsebench"):
         blank_b, blank_c = is_blank(baseline), is_blank(candidate)
         if blank_b and blank_c:
             return 0.0

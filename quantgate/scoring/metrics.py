@@ -16,8 +16,9 @@ from quantgate.scoring.normalize import DEFAULT, Normalization
 from quantgate.scoring.tokenize import words
 
 # truth: the page's truth text; checks: its olmOCR checks; omnidoc: its OmniDocBench truth (the JSON record
-# next to the truth, ``io.pageset.OMNIDOC_SUFFIX``, else the truth markdown split into blocks).
-Needs = Literal["truth", "checks", "omnidoc"]
+# next to the truth, ``io.pageset.OMNIDOC_SUFFIX``, else the truth markdown split into blocks); parsebench: its
+# ParseBench content rules (``PageRecord.parsebench``).
+Needs = Literal["truth", "checks", "omnidoc", "parsebench"]
 
 
 def _as_given(text: str) -> str:
@@ -157,6 +158,14 @@ def _register_omnidoc() -> None:
 _register_omnidoc()
 
 
+@metric("parsebench_content", needs="parsebench", worst=0.0)
+def _parsebench_content(pred: str, rules: list[dict]) -> float | None:
+    from quantgate.scoring.parsebench.page import page_score
+    from quantgate.scoring.parsebench.rules import RULE
+
+    return page_score([RULE.validate_python(r) for r in rules], pred)
+
+
 def is_blank(pred: str | None) -> bool:
     """An output that reads nothing (none, or only whitespace): scored the metric's worst value, not by the metric
     (the one rule; the truth-free bounds follow it), except by ``checks``, whose checks judge an empty text
@@ -165,13 +174,19 @@ def is_blank(pred: str | None) -> bool:
 
 
 def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[dict],
-              omnidoc_truth: str | None = None) -> float | None:
+              omnidoc_truth: str | None = None, parsebench: list[dict] | None = None) -> float | None:
     """None: not applicable to this page (no truth, no checks, no tables; for the OmniDocBench family,
     nothing of the metric's category in the page's truth)."""
     if metric.needs == "omnidoc":
         # The protocol scores an empty prediction itself (every truth block unmatched) and still leaves a
         # page without the category unscored, so the worst value is never substituted here.
         return None if omnidoc_truth is None else metric.fn(pred or "", omnidoc_truth)
+    if metric.needs == "parsebench":
+        # upstream runs its rules on whatever was written, an empty text included (a missing-word rule scores
+        # it 0, an unexpected-word rule 1): only a page with no output at all takes the worst value
+        if not parsebench:
+            return None
+        return metric.worst if pred is None else metric.fn(pred, parsebench)
     if metric.needs == "truth" and truth is None:
         return None
     if metric.needs == "checks" and not checks:

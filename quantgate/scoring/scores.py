@@ -92,7 +92,7 @@ def _repeats_row(p, reps: Repeats, metrics: list[Metric], truth, omnidoc) -> Sco
     none), the hash over the repeats' hashes in order (what ``compare --exact`` compares)."""
     values = {}
     for m in metrics:
-        vals = [v for v in (score_one(m, t, truth, p.checks, omnidoc) for t in reps.texts) if v is not None]
+        vals = [v for v in (score_one(m, t, truth, p.checks, omnidoc, p.parsebench) for t in reps.texts) if v is not None]
         values[m.name] = sum(vals) / len(vals) if vals else None
     digest = hashlib.sha256("".join(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in reps.texts).encode())
     return ScoreRow(page_id=p.id, document=p.document, empty=not any(t.strip() for t in reps.texts),
@@ -114,7 +114,7 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
         omnidoc = ps.omnidoc_truth_text(p) if any(m.needs == "omnidoc" for m in metrics) else None
         if p.id not in preds:
             row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
-                           **{m.name: score_one(m, None, truth, p.checks, omnidoc) for m in metrics})
+                           **{m.name: score_one(m, None, truth, p.checks, omnidoc, p.parsebench) for m in metrics})
         elif isinstance(pred := preds[p.id], Repeats):
             row = _repeats_row(p, pred, metrics, truth, omnidoc)
         else:
@@ -125,7 +125,7 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
                            error=error, truncated=out.truncated,
                            # what compare --exact compares: the text itself, not its score
                            output_sha256=None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                           **{m.name: None if error else score_one(m, text, truth, p.checks, omnidoc) for m in metrics})
+                           **{m.name: None if error else score_one(m, text, truth, p.checks, omnidoc, p.parsebench) for m in metrics})
         rows.append(row)
         if progress:
             progress(p.id)

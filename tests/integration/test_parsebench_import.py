@@ -1,0 +1,61 @@
+"""`pages import --parsebench`: each page carries its ParseBench content rules, scored by parsebench_content; a
+rule naming a page not imported, or an unknown rule type, is refused with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+from PIL import Image
+
+from quantgate.io.pageset import load_pageset
+from quantgate.scoring.metrics import get_metric
+from quantgate.scoring.scores import score_pages
+from tests.support.cli import run_cli
+
+RULES = [
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "missing_word_percent",
+     "rule": {"bag_of_word": {"quarterly": 1, "revenue": 2}}},
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "order", "rule": {"before": "quarterly", "after": "revenue"}},
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "is_bold", "rule": {"text": "quarterly"}},
+]
+
+
+def _setup(tmp_path, rows):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("doc1_pg1", "doc2_pg1"):
+        Image.new("RGB", (64, 64), "white").save(src / f"{name}.png")
+    f = tmp_path / "text.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return src, f
+
+
+def test_rules_travel_with_their_page_and_are_scored(tmp_path):
+    src, f = _setup(tmp_path, RULES)
+    code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
+    assert code == 0, err
+    assert "1 is_bold rule(s) left out" in err
+    ps = load_pageset(tmp_path / "set")
+    pages = ps.by_id()
+    assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order"]
+    assert pages["doc2_pg1"].parsebench == [] and pages["doc1_pg1"].schema_version == 4
+    rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; quarterly revenue rose.",
+                                                   "doc2_pg1": "anything"}, [get_metric("parsebench_content")])}
+    # missing: revenue twice and quarterly once, 3/3; order: the first "quarterly" precedes the last "revenue"
+    assert rows["doc1_pg1"].model_extra["parsebench_content"] == 1.0
+    assert rows["doc2_pg1"].model_extra["parsebench_content"] is None
+
+
+def test_a_rule_for_a_page_not_imported_is_refused(tmp_path):
+    src, f = _setup(tmp_path, RULES + [{"pdf": "text/doc9.pdf", "page": 2, "type": "order",
+                                        "rule": {"before": "abc", "after": "def"}}])
+    code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
+    assert code == 65 and "'doc9_pg2'" in err and "not in the imported set" in err
+    assert not (tmp_path / "set").exists() or not any((tmp_path / "set").iterdir())
+
+
+def test_an_unknown_rule_type_is_refused_naming_its_line(tmp_path):
+    src, f = _setup(tmp_path, RULES + [{"pdf": "text/doc1.pdf", "type": "missing_word_pct", "rule": {}}])
+    code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
+    assert code == 65 and f"{f}:4: unknown ParseBench rule type 'missing_word_pct'" in err
+    assert not (tmp_path / "set").exists()
