@@ -88,20 +88,6 @@ def _half_width(vs) -> float:
     return 1.25 * max(xs)
 
 
-def _half_width(vs) -> float:
-    """The verdict plot's x range, ±this: the margins, noise floors and deltas, and the interval ends the bootstrap
-    bounded, with room around them. An end it could not bound (``lower_bound_from: unbounded``, or at the metric's
-    whole range) would stretch the axis to ±1 and squash the margin against zero: it is drawn as an arrow instead."""
-    xs = [v.margin for v in vs] + [v.noise_floor or 0.0 for v in vs] + [abs(v.delta) for v in vs]
-    for v in vs:
-        good_end = v.ci_high if v.higher_is_better else v.ci_low  # the side a better candidate moves to
-        for end in (v.ci_low, v.ci_high):
-            unbounded = end == good_end and v.lower_bound_from == "unbounded"
-            if not unbounded and abs(end) < 1.0:
-                xs.append(abs(end))
-    return 1.25 * max(xs)
-
-
 def _figures(r: Summary) -> list[tuple[str, str]]:
     # Figures made without pyplot: no process-wide backend chosen, no figure registry to close
     from matplotlib.figure import Figure
