@@ -214,6 +214,20 @@ def _check(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path) -> N
         raise InputError(f"batches for concurrency {unknown}, which is not among the levels {list(o.concurrency)}")
 
 
+def neighbour_notes(layout: ServerLayout | None) -> list[str]:
+    """A study's run measured while the other servers of its wave were up and idle (``servers: all_at_once``) says
+    so beside its speed, with what was measured about it."""
+    if layout is None or layout.servers != "all_at_once" or layout.servers_in_study < 2:
+        return []
+    p = layout.placement
+    if p is not None and p.placed_by == "study" and not p.shares_gpu_with:
+        return []  # a GPU of its own
+    return ["speed measured with the study's other servers of this wave up and idle beside it (servers: all_at_once); "
+            "on an H200 (2026-12-04) bf16 and fp8-dynamic measured alone and beside three idle servers gave "
+            "speed-ups that agree with those measured alone within their 90 % intervals, the median wave's tok/s "
+            "-4 % to +8 % of alone's, the drift between studies (lab/2026-12-04-ten-minutes/neighbours.json)"]
+
+
 def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, pageset_dir: Path,
               pageset_sha256: str) -> RunManifest:
     """This run's ``run.json`` before anything is sent: what serves which pages, and how."""
@@ -224,7 +238,8 @@ def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, p
                        pageset=recorded_path(pageset_dir, o.record_root), pageset_sha256=pageset_sha256, split=o.split,
                        prompt=o.prompt or DEFAULT_PROMPT, max_tokens=o.max_tokens, slo_p90_latency_s=o.slo_s,
                        ignore_eos=o.ignore_eos, waves=o.waves, server_version=backend.server_version(),
-                       notes=backend.notes(variant), server_args=list(getattr(backend.options, "extra_args", [])),
+                       notes=backend.notes(variant) + neighbour_notes(h.layout),
+                       server_args=list(getattr(backend.options, "extra_args", [])),
                        server_env=dict(h.layout.env) if h.layout else {})
 
 

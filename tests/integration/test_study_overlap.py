@@ -73,6 +73,8 @@ def test_servers_that_fit_start_together_with_their_share_of_the_gpu(tmp_path, t
     assert any("all 3 servers fit on the GPU together" in x for x in lines)
     for run in runs.values():
         assert run["layout"]["servers"] == "all_at_once" and run["layout"]["placement"]["wave"] == 0
+        assert any(n.startswith("speed measured with the study's other servers of this wave up and idle")
+                   for n in run["notes"])  # the idle-neighbour check, beside the speed
         cmd = run["server_command"]
         share = float(cmd[cmd.index("--gpu-memory-utilization") + 1])
         # weights (a few MB) + 1 GiB KV + the allowance, rounded up to a hundredth of the GPU
@@ -91,6 +93,7 @@ def test_what_does_not_fit_queues_for_a_later_wave(tmp_path, tiny_models, monkey
 def test_no_two_fit_one_at_a_time(tmp_path, tiny_models, monkeypatch, fake_quantize):
     starts, pages, runs, lines = _run(tmp_path, tiny_models["qwen3_5"], monkeypatch, 8 * GIB)
     assert all(run["layout"]["servers"] == "one_at_a_time" for run in runs.values())
+    assert not any("up and idle" in n for run in runs.values() for n in run["notes"])
     assert starts["fp8"][0] >= pages["bf16"][1] - 0.01 and starts["fp8b"][0] >= pages["fp8"][1] - 0.01
     assert any("no two servers fit on the GPU together" in x for x in lines)
 

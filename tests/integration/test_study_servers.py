@@ -1,8 +1,9 @@
 """Where a study's servers run: ``servers: all_at_once`` starts every variant's server together
-(their starts overlap) and serves pages only when every start has ended; ``one_at_a_time`` (the default)
-starts each after the previous variant's pages; per-variant ``server_env`` and ``gpus`` reach the server
-process and run.json. Served by the stand-in vLLM CLI (``tests.support.fake_vllm``), its start slowed
-to 1.5 s so overlap is measurable; quantize is replaced by a folder the stand-in accepts."""
+(their starts overlap) and serves pages only when every start has ended; ``one_at_a_time`` (what the default,
+``auto``, settles on without a GPU to measure: test_study_overlap.py) starts each after the previous variant's
+pages; per-variant ``server_env`` and ``gpus`` reach the server process and run.json. Served by the stand-in
+vLLM CLI (``tests.support.fake_vllm``), its start slowed to 1.5 s so overlap is measurable; quantize is replaced
+by a folder the stand-in accepts."""
 
 from __future__ import annotations
 
