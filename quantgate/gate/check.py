@@ -299,6 +299,7 @@ def _rehash(rep, st, out: Path, where: str) -> None:
                 if getattr(run, ran) != getattr(st, field):
                     problems.append(f"{where}: study.{field} is {getattr(st, field)!r} but runs/{v.name}/run.json "
                                     f"served {getattr(run, ran)!r}")
+            problems += _served_as_declared(st, v.name, run, where)
     # folders only: a file beside the variant folders (a README) is served by nothing
     stray = sorted(d.name for d in (out / "variants").iterdir()
                    if d.is_dir() and d.name not in {v.name for v in rep.variants}) \
@@ -329,6 +330,19 @@ def _rehash(rep, st, out: Path, where: str) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
+
+
+def _served_as_declared(st, name: str, run, where: str) -> list[str]:
+    """A variant's declared ``server_args`` (a contiguous run of the flags its server got: the backend's own come
+    before, a profiler's after) and ``server_env``, against the hashed run.json that records what was served."""
+    i, v = next((i, v) for i, v in enumerate(st.variants) if v.name == name)
+    got, want = run.server_args, list(v.server_args)
+    if got is not None and want and not any(got[k:k + len(want)] == want for k in range(len(got) - len(want) + 1)):
+        return [f"{where}: study.variants.{i}.server_args is {want!r} but runs/{name}/run.json served {got!r}"]
+    if run.server_env is not None and run.server_env != dict(v.server_env):
+        return [f"{where}: study.variants.{i}.server_env is {dict(v.server_env)!r} but runs/{name}/run.json "
+                f"served {run.server_env!r}"]
+    return []
 
 
 def _page_files(out: Path, pages_rel: str, where: str) -> list[str]:

@@ -87,3 +87,23 @@ def test_lm_eval_runs_are_the_lmeval_files(tmp_path, edit):
     edit(rep.lm_eval.runs)
     with pytest.raises(_Invalid, match=r"lm_eval\.runs\.fp8.* in summary\.json but .* in the lm-eval files"):
         _same_lmeval_runs(rep, st, tmp_path, "summary.json")
+
+
+@pytest.mark.parametrize("declared,env,problem", [
+    (["--corrupt", "0.5"], {}, None),
+    (["--corrupt", "0.6"], {}, "server_args"),
+    (["--kv-cache-dtype", "fp8"], {}, "server_args"),
+    (["--corrupt", "0.5"], {"VLLM_X": "1"}, "server_env"),
+])
+def test_a_variants_server_args_and_env_are_what_its_run_served(declared, env, problem):
+    from quantgate.gate.check import _served_as_declared
+
+    st = SimpleNamespace(variants=[SimpleNamespace(name="bf16", server_args=[], server_env={}),
+                                   SimpleNamespace(name="bad", server_args=declared, server_env=env)])
+    # what the run recorded: the backend's own flags first, then the variant's, then a profiler's
+    run = SimpleNamespace(server_args=["--own", "1", "--corrupt", "0.5", "--profiler-config", "{}"], server_env={})
+    got = _served_as_declared(st, "bad", run, "summary.json")
+    if problem is None:
+        assert got == []
+    else:
+        assert len(got) == 1 and f"study.variants.1.{problem}" in got[0] and "runs/bad/run.json served" in got[0]
