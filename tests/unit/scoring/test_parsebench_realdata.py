@@ -1,0 +1,62 @@
+"""Parity with upstream ParseBench's rule classes on real outputs: olmOCR-bench's sample system outputs (marker,
+mistral, ...), with the sample's own `order` checks wrapped as ParseBench order rules and its `present` texts
+wrapped as word, sentence and digit bags of every content type. Same score on every case, or both refuse."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from quantgate.scoring.parsebench import rules as R
+from tests.support import parsebench_ref as P
+from tests.support.paths import OLMOCR_SAMPLE, oracle_missing
+
+_WHY = P.reference_missing_reason() or oracle_missing(OLMOCR_SAMPLE / "dataset.jsonl")
+pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY or "")
+
+
+def _cases():
+    checks = [json.loads(line) for line in (OLMOCR_SAMPLE / "dataset.jsonl").read_text().splitlines() if line]
+    by_page: dict[str, list[dict]] = {}
+    for c in checks:
+        by_page.setdefault(f"{c['pdf'].rsplit('.', 1)[0]}_pg{c['page']}", []).append(c)
+    for system in sorted(p for p in OLMOCR_SAMPLE.iterdir() if p.is_dir() and p.name != "pdfs"):
+        for out in sorted(system.glob("*_repeat1.md")):
+            page = out.name.removesuffix("_repeat1.md")
+            md = out.read_text(encoding="utf-8")
+            for c in by_page.get(page, []):
+                if c["type"] == "order":
+                    yield {"type": "order", "before": c["before"], "after": c["after"],
+                           "max_diffs": c.get("max_diffs", 0)}, md
+                elif c["type"] == "present":
+                    words = Counter(re.findall(r"\w+", c["text"]))
+                    sentence = {c["text"]: 1}
+                    yield {"type": "missing_word_percent", "bag_of_word": dict(words)}, md
+                    yield {"type": "unexpected_word_percent", "bag_of_word": dict(words)}, md
+                    yield {"type": "too_many_word_occurence_percent", "bag_of_word": dict(words)}, md
+                    for kind in ("missing_sentence_percent", "unexpected_sentence_percent",
+                                 "too_many_sentence_occurence_percent", "extra_content"):
+                        yield {"type": kind, "bag_of_sentence": sentence}, md
+                    digits = Counter(ch for ch in c["text"] if ch.isdigit() and ch in "0123456789")
+                    if digits:
+                        yield {"type": "bag_of_digit_percent", "bag_of_digit": dict(digits)}, md
+
+
+def test_every_real_case_agrees():
+    agree, differ = 0, []
+    for data, md in _cases():
+        try:
+            theirs: float | None = P.score(data, md)
+        except ValueError:
+            theirs = None
+        rule = R.RULE.validate_python(data)
+        ours = None if R.problem(rule) else R.score(rule, md)
+        same = (ours is None) if theirs is None else (ours is not None and abs(ours - theirs) < 1e-12)
+        if same:
+            agree += 1
+        else:
+            differ.append((data["type"], ours, theirs))
+    assert agree > 1000 and not differ, (agree, differ[:5])
