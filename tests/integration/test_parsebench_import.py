@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from PIL import Image
 
 from quantgate.io.pageset import load_pageset
@@ -59,3 +60,25 @@ def test_an_unknown_rule_type_is_refused_naming_its_line(tmp_path):
     code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
     assert code == 65 and f"{f}:4: unknown ParseBench rule type 'missing_word_pct'" in err
     assert not (tmp_path / "set").exists()
+
+
+def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path):
+    """`score --metrics parsebench` prints the mean over the pages that carry rules: upstream's leaderboard number
+    (a page without rules is left out, not counted as 0 or 1)."""
+    rows = RULES + [{"pdf": "doc2.pdf", "page": 1, "type": "unexpected_word_percent",
+                     "rule": {"bag_of_word": {"alpha": 1}}}]
+    src, f = _setup(tmp_path, rows)
+    (src / "doc3_pg1.png").write_bytes((src / "doc1_pg1.png").read_bytes())
+    assert run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f, "--calibration-fraction",
+                   "0")[0] == 0
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "doc1_pg1.md").write_text("revenue quarterly")  # missing 2/3, order broken: (2/3) / 1.5
+    (preds / "doc2_pg1.md").write_text("alpha beta")  # unexpected 1/2
+    (preds / "doc3_pg1.md").write_text("no rules here")
+    code, out, err = run_cli("score", "--pages", tmp_path / "set", "--predictions", preds, "-o",
+                             tmp_path / "s.jsonl", "--metrics", "parsebench", "--json")
+    assert code == 0, err
+    (summary,) = json.loads(out)["metrics"]
+    assert summary["metric"] == "parsebench_content" and summary["n"] == 2
+    assert summary["mean"] == pytest.approx(((2 / 3) / 1.5 + 0.5) / 2)
