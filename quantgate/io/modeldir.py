@@ -46,10 +46,9 @@ def check_model_dir(path: Path, trust_remote_code: bool = False, *, allow_pickle
                                "can fall back to them and unpickling runs code. Delete or move them out, or (plan, "
                                "quantize) pass --allow-pickle-files to ignore them: quantgate loads safetensors only. "
                                "A server's own loader could fall back to them, so serve always refuses them")
-    try:
-        cfg = json.loads((path / "config.json").read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path / 'config.json'}: not valid JSON ({e})") from None
+    from quantgate.schema.load import load_json
+
+    cfg = load_json(path / "config.json")  # a downloaded model's file: under the loader's limits
     if isinstance(cfg, dict) and "auto_map" in cfg and not trust_remote_code:
         raise UnsafeInputError(f"{path / 'config.json'}: has 'auto_map' (custom code); refusing to run it — "
                                "pass --trust-remote-code if you have reviewed that code")
@@ -59,10 +58,9 @@ def check_model_dir(path: Path, trust_remote_code: bool = False, *, allow_pickle
 # --- chat templates ---------------------------------------------------------------------------
 
 def _json_file(f: Path) -> dict:
-    try:
-        obj = json.loads(f.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{f}: not valid JSON ({e})") from None
+    from quantgate.schema.load import load_json
+
+    obj = load_json(f)  # a downloaded model's file: under the loader's limits
     return obj if isinstance(obj, dict) else {}
 
 

@@ -135,11 +135,8 @@ def load_pageset(root: str | Path) -> PageSet:
         pages.append(page)
     manifest = None
     if (root / MANIFEST_FILE).is_file():
-        import json
+        from quantgate.schema.load import load_json
 
-        try:
-            obj = json.loads((root / MANIFEST_FILE).read_text("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{root / MANIFEST_FILE}: not valid JSON ({e})") from None
+        obj = load_json(root / MANIFEST_FILE)  # under the loader's limits: one DataError naming the file and line
         manifest = parse_record(PageSetManifest, obj, where=str(root / MANIFEST_FILE))
     return PageSet(root=root, pages=pages, manifest=manifest)

@@ -23,10 +23,13 @@ def read_safetensors_header(path: Path) -> dict[str, dict]:
         (n,) = struct.unpack("<Q", raw)
         if n > 100_000_000:
             raise InputError(f"{path}: safetensors header claims {n} bytes; file is corrupt")
-        try:
-            header = json.loads(fh.read(n))
-        except json.JSONDecodeError:
-            raise InputError(f"{path}: safetensors header is not valid JSON; file is corrupt") from None
+        from quantgate.errors import DataError
+        from quantgate.schema.load import parse_json
+
+        try:  # under the loader's limits: a header nested 200,000 deep is an error, not a RecursionError
+            header = parse_json(fh.read(n), str(path))
+        except DataError as e:
+            raise InputError(f"{path}: safetensors header is not valid JSON; file is corrupt ({e})") from None
     header.pop("__metadata__", None)
     return header
 

@@ -7,7 +7,6 @@ cannot read is a listed skip (``TruthPage.skipped``, with the reason): the page'
 
 from __future__ import annotations
 
-import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -134,10 +133,9 @@ def _page(raw: Any, k: int, path: Path) -> TruthPage:
 def load_truth(path: str | Path) -> dict[str, TruthPage]:
     """OmniDocBench's JSON → page image name → TruthPage."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: cannot read OmniDocBench truth ({e})") from None
+    from quantgate.schema.load import load_json
+
+    data = load_json(path, "OmniDocBench truth file")  # under the loader's limits, one error naming file and line
     if not isinstance(data, list):
         raise InputError(f"{path}: OmniDocBench truth is a JSON list of pages; this is a {type(data).__name__}")
     pages: dict[str, TruthPage] = {}

@@ -147,3 +147,19 @@ def test_fuzzed_bytes_never_traceback(data):
             parse(data)
         except QuantgateError as e:
             assert str(e).startswith("f") and "\n" not in str(e)
+
+
+def test_a_downloaded_models_json_is_read_under_the_limits(tmp_path):
+    """A model folder is someone else's files: its config.json and each safetensors header go through the loader."""
+    import struct
+
+    from quantgate.io.modeldir import check_model_dir
+    from quantgate.quantize.verify import read_safetensors_header
+
+    header = b"[" * 200_000 + b"]" * 200_000
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(QuantgateError, match="safetensors header is not valid JSON.*nested more than"):
+        read_safetensors_header(tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_bytes(DEEP_JSON)
+    with pytest.raises(DataError, match=r"config\.json: nested more than"):
+        check_model_dir(tmp_path, chat_template=False)
