@@ -2,8 +2,8 @@
 is normalized before counting. Written by hand because no package implements ParseBench's normalization (its
 own package needs Python >= 3.12 and pulls its inference stack); each step follows upstream's
 ``evaluation/metrics/parse/utils.normalize_text`` and ``rules_base`` helpers, checked against them in
-tests/unit/scoring/test_parsebench_*.py. Table cells are read with quantgate's own table reader
-(``scoring.tablegraph``), not upstream's: the one knowing departure (docs/metrics.md)."""
+tests/unit/scoring/test_parsebench_*.py. Markdown tables are read with quantgate's own reader
+(``scoring.tablegraph``); HTML tables are laid out here as upstream lays them out for its text rules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import html
 import re
 import unicodedata
 
-from quantgate.scoring.tablegraph import html_tables, markdown_tables
+from quantgate.scoring.tablegraph import markdown_tables
 
 # Unicode punctuation that upstream folds to ASCII before anything else.
 _QUOTE_FOLD = str.maketrans({
@@ -128,16 +128,61 @@ def strip_tables(text: str) -> str:
     return text[:opened.start()] + " " if opened else text
 
 
+_SUPERSCRIPT = str.maketrans("0123456789", "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+_SUBSCRIPT = str.maketrans("0123456789", "".join(chr(0x2080 + d) for d in range(10)))
+
+
+def _int_or_one(raw: object) -> int:
+    try:
+        return int(str(raw))
+    except ValueError:
+        return 1
+
+
+def html_grid_rows(text: str) -> list[list[str]]:
+    """Each top-level HTML table as upstream's evaluator lays it out for text search: a grid where a spanned
+    cell's text fills every slot it covers (quantgate's ``scoring.tablegraph`` keeps one cell per span, right for
+    structure but not for upstream's counts), a nested table read as its text, <sup>/<sub> digits as Unicode
+    super/subscripts, <br> as a space. All tables' rows in document order."""
+    from bs4 import BeautifulSoup
+
+    out: list[list[str]] = []
+    tables = BeautifulSoup(text, "lxml").find_all("table")
+    # chosen before any nested table is flattened: a flattened one no longer has a table above it
+    for table in [t for t in tables if not any(p.name == "table" for p in t.parents)]:
+        for nested in table.find_all("table"):
+            nested.replace_with(nested.get_text(" ", strip=True))
+        grid: dict[tuple[int, int], str] = {}
+        for r, tr in enumerate(table.find_all("tr")):
+            c = 0
+            for cell in tr.find_all(["th", "td"]):
+                while (r, c) in grid:
+                    c += 1
+                for br in cell.find_all("br"):
+                    br.replace_with(" ")
+                for tag, table_ in (("sup", _SUPERSCRIPT), ("sub", _SUBSCRIPT)):
+                    for t in cell.find_all(tag):
+                        t.replace_with(t.get_text().translate(table_))
+                value, down, across = cell.get_text().strip(), _int_or_one(cell.get("rowspan", 1)), \
+                    _int_or_one(cell.get("colspan", 1))
+                grid.update({(i, j): value for i in range(r, r + down) for j in range(c, c + across)})
+                c += across
+        if grid:
+            height, width = max(i for i, _ in grid) + 1, max(j for _, j in grid) + 1
+            out.extend([grid.get((i, j), "") for j in range(width)] for i in range(height))
+    return out
+
+
 def with_table_cells(text: str) -> str:
     """The text plus, on lines of their own, every table cell and every row of several cells joined: the
     missing rules find content wherever a table put it."""
     extra: list[str] = []
-    for table in markdown_tables(text) + html_tables(text):
-        for row in table.rows():
-            cells = [c.strip() for c in row if c.strip()]
-            extra.extend(cells)
-            if len(cells) > 1:
-                extra.append(" ".join(cells))
+    rows = [row for table in markdown_tables(text) for row in table.rows()] + html_grid_rows(text)
+    for row in rows:
+        cells = [c.strip() for c in row if c.strip()]
+        extra.extend(cells)
+        if len(cells) > 1:
+            extra.append(" ".join(cells))
     return text + "\n" + "\n".join(extra) if extra else text
 
 

@@ -19,9 +19,10 @@ WORDS = ["alpha", "Beta", "café", "naïve", "the", "other", "Q3", "2024", "x", 
          "**bold**", "_it_", "<b>tag</b>", "$x^2$", "$15.00", "H₂O", "84.1¹", "<sup>2</sup>", "—", "…", "“q”"]
 SEPARATORS = [" ", " ", " ", ". ", ".\n", "\n\n", "! ", ", ", "... ", "\n- ", "\n# ", " | "]
 TABLE = "\n\n| alpha | Beta |\n|---|---|\n| 2024 | café |\n\n"
-# no spans: upstream's table reader repeats a spanned cell's text in every slot it covers, quantgate's reads it
-# once (the one listed disagreement, docs/metrics.md)
-HTML_TABLE = "<table><tr><td>the other alpha</td><td>Beta</td></tr><tr><td>Q3</td><td>2024</td></tr></table>"
+HTML_TABLE = "<table><tr><td colspan=\"2\">the other alpha</td></tr><tr><td>Q3</td><td>2024</td></tr></table>"
+# spans across rows, a footnote digit, a nested table, a line break in a cell
+HTML_TABLE_2 = ("<table><thead><tr><th rowspan=\"2\">Beta 84.1<sup>2</sup></th><th>café<br>naïve</th></tr></thead>"
+                "<tr><td><table><tr><td>数据</td></tr></table> x2</td></tr><tr><td>H<sub>2</sub>O</td></tr></table>")
 
 
 @st.composite
@@ -29,7 +30,7 @@ def markdown(draw) -> str:
     parts = draw(st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), max_size=25))
     text = "".join(w + s for w, s in parts)
     if draw(st.booleans()):
-        text += draw(st.sampled_from([TABLE, HTML_TABLE, "\n```mermaid\ngraph alpha\n```\n", "$$\\frac{a}{b}$$",
+        text += draw(st.sampled_from([TABLE, HTML_TABLE, HTML_TABLE_2, "\n```mermaid\ngraph alpha\n```\n", "$$\\frac{a}{b}$$",
                                       "![alt Beta](img.png)", "<https://a.b/c>"]))
     return text
 
@@ -100,6 +101,9 @@ EDGE = [
      "Repeat me now. Repeat me now! Repeat me now?"),
     ({"type": "extra_content", "bag_of_sentence": {"Only this sentence.": 1}}, "Only this sentence.\n\nOnly this"),
     ({"type": "bag_of_digit_percent", "bag_of_digit": {"2": 2, "3": 1}}, '<td rowspan="3">2</td>'),
+    ({"type": "missing_word_percent", "bag_of_word": {"alpha": 3, "q3": 1}}, HTML_TABLE),  # spans repeat text
+    ({"type": "too_many_word_occurence_percent", "bag_of_word": {"beta": 1, "naive": 1}}, HTML_TABLE_2),
+    ({"type": "bag_of_digit_percent", "bag_of_digit": {"2": 3, "8": 2}}, HTML_TABLE_2),
     ({"type": "order", "before": "Introduction", "after": "Conclusion"}, "Conclusion ... Introduction"),
     ({"type": "order", "before": "Introductoin", "after": "Conclusion", "max_diffs": 1},
      "Introduction then Conclusion"),
