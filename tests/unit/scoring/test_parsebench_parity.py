@@ -20,6 +20,11 @@ WORDS = ["alpha", "Beta", "café", "naïve", "the", "other", "Q3", "2024", "x", 
 SEPARATORS = [" ", " ", " ", ". ", ".\n", "\n\n", "! ", ", ", "... ", "\n- ", "\n# ", " | "]
 TABLE = "\n\n| alpha | Beta |\n|---|---|\n| 2024 | café |\n\n"
 HTML_TABLE = "<table><tr><td colspan=\"2\">the other alpha</td></tr><tr><td>Q3</td><td>2024</td></tr></table>"
+# markdown tables upstream and quantgate read with different parsers: no outer pipes, ragged rows, markup in
+# cells, a one-column table inside prose, an escaped pipe
+MD_TABLES = ["alpha | Beta\n--- | ---\n2024 | café\n", "| a1 | b2 | c3 |\n|:--|--:|:-:|\n| x | y |\n| p | q | r | s |\n",
+             "| **Q3** | the other |\n|---|---|\n| 84.1<sup>2</sup> | $x^2$ |\n",
+             "text before\n| alpha |\n|---|\n| beta |\ntext after", "| a | b |\n|---|---|\n| 1 \\| 2 | 3 |\n"]
 # spans across rows, a footnote digit, a nested table, a line break in a cell
 HTML_TABLE_2 = ("<table><thead><tr><th rowspan=\"2\">Beta 84.1<sup>2</sup></th><th>café<br>naïve</th></tr></thead>"
                 "<tr><td><table><tr><td>数据</td></tr></table> x2</td></tr><tr><td>H<sub>2</sub>O</td></tr></table>")
@@ -30,7 +35,7 @@ def markdown(draw) -> str:
     parts = draw(st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), max_size=25))
     text = "".join(w + s for w, s in parts)
     if draw(st.booleans()):
-        text += draw(st.sampled_from([TABLE, HTML_TABLE, HTML_TABLE_2, "\n```mermaid\ngraph alpha\n```\n", "$$\\frac{a}{b}$$",
+        text += draw(st.sampled_from([TABLE, *MD_TABLES, HTML_TABLE, HTML_TABLE_2, "\n```mermaid\ngraph alpha\n```\n", "$$\\frac{a}{b}$$",
                                       "![alt Beta](img.png)", "<https://a.b/c>"]))
     return text
 
