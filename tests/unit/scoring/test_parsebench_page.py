@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from quantgate.errors import DataError
+from quantgate.errors import DataError, InputError
 from quantgate.scoring.bounds import truth_free_bound
 from quantgate.scoring.metrics import get_metric, score_one
 from quantgate.scoring.parsebench.dataset import OTHER_DIMENSIONS, read_rules
@@ -93,3 +93,9 @@ def test_rule_vocabulary_is_upstreams():
     src = (P.SOURCE / "parse_bench" / "evaluation" / "metrics" / "parse" / "test_types.py").read_text()
     upstream = set(re.findall(r'^\s+[A-Z_0-9]+\s*=\s*"([a-z_0-9]+)"', src, re.MULTILINE)) | {"expected_markdown"}
     assert set(TYPES) | OTHER_DIMENSIONS == upstream and not set(TYPES) & OTHER_DIMENSIONS
+
+
+def test_a_rule_edited_into_pages_jsonl_after_import_is_refused_not_half_scored():
+    m = get_metric("parsebench_content")
+    with pytest.raises(InputError, match=r"ParseBench rule 'r7' is not valid .*pages import --parsebench"):
+        score_one(m, "alpha", None, [], None, [MISSING, {"type": "missing_word_percent", "id": "r7", "bag_of_word": {}}])
