@@ -47,7 +47,8 @@ def _variant(name: str, rows: list, lm: list) -> VariantOutcome:
     open_ = [v for v in rows if v.verdict != "within_noise"]
     lm_open = [v for v in lm if v.verdict != "within_noise"]
     # lm-eval's verdicts are reported beside, as the gate checks them only with --lmeval
-    beside = "" if not lm_open else f"; lm-eval (gate --lmeval): {lm_open[0].verdict} on {_what(lm_open[0])}"
+    beside = "" if not lm_open else (f"; lm-eval (gate --lmeval): {lm_open[0].verdict} on "
+                                     f"{getattr(lm_open[0], 'task', '')} {lm_open[0].metric}")
     if failing:  # the failure furthest beyond its margin, in margins
         worst = max(failing, key=lambda v: abs(v.delta) / v.margin if v.margin else 0.0)
         return VariantOutcome(name, "FAIL", f"{_what(worst)}: {worst.message}{beside}")
