@@ -147,39 +147,6 @@ exit codes (every verb):
     d.set_defaults(func=cmd_demo)
 
 
-def _report_systems(a: argparse.Namespace) -> int:
-    from quantgate.io.fileio import atomic_write_json, atomic_write_text
-    from quantgate.reports.systems import render_systems_markdown
-    from quantgate.schema.verdict import VerdictSettings
-    from quantgate.study.systems import compare_systems
-
-    if a.pages is None:
-        raise UsageError("report --predictions: give the page set the outputs are of as --pages")
-    settings = VerdictSettings(metric=a.metric, min_pages=a.min_pages)
-    cmp = compare_systems(a.pages, a.predictions, settings, a.split)  # everything judged before anything is written
-    a.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(a.out / "comparison.json", cmp.model_dump())
-    atomic_write_text(a.out / "report.md", render_systems_markdown(cmp))
-    for s in cmp.systems[1:]:
-        assert s.verdict is not None
-        print(f"{s.name:<20} {s.verdict.verdict:<13} ({s.verdict.reason}) {s.verdict.message}")
-    print(f"{cmp.outcome}: {a.out}/report.md, comparison.json")
-    return 0
-
-
-def _reports_edited(out: Path) -> bool:
-    """Whether report.md is not what summary.json renders: edited (or written by another quantgate) after the
-    study. Only then is the gate's note on the files it does not vouch for worth a reader's time."""
-    from quantgate.reports.markdown import render_markdown
-    from quantgate.reports.sections import markdown as section_markdown
-    from quantgate.schema.summary import load_summary
-
-    try:
-        return (out / "report.md").read_text("utf-8") != render_markdown(load_summary(out), section_markdown(out))
-    except (OSError, UnicodeDecodeError, QuantgateError):
-        return True
-
-
 def _verbose_flag(p) -> None:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show everything on the console: each stage's messages and the libraries' own output "
@@ -304,6 +271,39 @@ def cmd_gate(a: argparse.Namespace) -> int:
                     a.attestation or a.out / ATTESTATION)
         print(f"attestation: {dest} (check it with `quantgate verify {dest} --key PUBLIC_KEY --study {a.out}`)")
     return code
+
+
+def _report_systems(a: argparse.Namespace) -> int:
+    from quantgate.io.fileio import atomic_write_json, atomic_write_text
+    from quantgate.reports.systems import render_systems_markdown
+    from quantgate.schema.verdict import VerdictSettings
+    from quantgate.study.systems import compare_systems
+
+    if a.pages is None:
+        raise UsageError("report --predictions: give the page set the outputs are of as --pages")
+    settings = VerdictSettings(metric=a.metric, min_pages=a.min_pages)
+    cmp = compare_systems(a.pages, a.predictions, settings, a.split)  # everything judged before anything is written
+    a.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(a.out / "comparison.json", cmp.model_dump())
+    atomic_write_text(a.out / "report.md", render_systems_markdown(cmp))
+    for s in cmp.systems[1:]:
+        assert s.verdict is not None
+        print(f"{s.name:<20} {s.verdict.verdict:<13} ({s.verdict.reason}) {s.verdict.message}")
+    print(f"{cmp.outcome}: {a.out}/report.md, comparison.json")
+    return 0
+
+
+def _reports_edited(out: Path) -> bool:
+    """Whether report.md is not what summary.json renders: edited (or written by another quantgate) after the
+    study. Only then is the gate's note on the files it does not vouch for worth a reader's time."""
+    from quantgate.reports.markdown import render_markdown
+    from quantgate.reports.sections import markdown as section_markdown
+    from quantgate.schema.summary import load_summary
+
+    try:
+        return (out / "report.md").read_text("utf-8") != render_markdown(load_summary(out), section_markdown(out))
+    except (OSError, UnicodeDecodeError, QuantgateError):
+        return True
 
 
 def _gate_junit(a: argparse.Namespace, code: int, lines: list[str], checked: list) -> None:
