@@ -196,8 +196,8 @@ def score_one(metric: Metric, pred: str | None, truth: str | None, checks: list[
         # page without the category unscored, so the worst value is never substituted here.
         return None if omnidoc_truth is None else metric.fn(pred or "", omnidoc_truth)
     if metric.needs == "parsebench":
-        # upstream runs its rules on whatever was written, an empty text included (a missing-word rule scores
-        # it 0, an unexpected-word rule 1): only a page with no output at all takes the worst value
+        # the page score follows upstream's evaluator for an empty text (every rule failed) and a blank one
+        # (run through the rules): only a page with no output at all takes the worst value here
         if not parsebench:
             return None
         return metric.worst if pred is None else metric.fn(pred, parsebench)

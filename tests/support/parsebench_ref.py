@@ -108,3 +108,32 @@ def score(data: dict, markdown: str) -> float:
     metric counts a rule that returns no score)."""
     out = rule(data).run(markdown)
     return float(out[2]) if len(out) == 3 else (1.0 if out[0] else 0.0)
+
+
+def content_faithfulness(rules: list[dict], markdown: str) -> float | None:
+    """Upstream's own evaluator (``ParseEvaluator.evaluate``) on one page: its ``content_faithfulness`` value.
+
+    Its module imports the table rules, which import ``unidecode`` (not installed here); a stand-in that raises is
+    put in its place only when the real one is missing, so a table rule reaching it fails the test rather than
+    scoring wrongly. The LLM post-normalization (chart rules only) is switched off by its own setting."""
+    import datetime
+
+    if "unidecode" not in sys.modules and importlib.util.find_spec("unidecode") is None:
+        def _absent(_text: str) -> str:
+            raise RuntimeError("unidecode is not installed: upstream's table rules cannot run here")
+        sys.modules["unidecode"] = types.SimpleNamespace(unidecode=_absent)  # type: ignore[assignment]
+    os.environ["LLAMACLOUD_BENCH_LLM_NORMALIZATION"] = "off"
+    load()
+    evaluator = importlib.import_module(f"{PACKAGE}.evaluation.evaluators.parse")
+    pio = importlib.import_module(f"{PACKAGE}.schemas.pipeline_io")
+    output = importlib.import_module(f"{PACKAGE}.schemas.parse_output")
+    cases = importlib.import_module(f"{PACKAGE}.test_cases.schema")
+    now = datetime.datetime.now()
+    request = pio.InferenceRequest(example_id="page", source_file_path="page.pdf", product_type="parse")
+    result = pio.InferenceResult(
+        request=request, pipeline_name="quantgate", product_type="parse", raw_output={}, started_at=now,
+        completed_at=now, latency_in_ms=0,
+        output=output.ParseOutput(example_id="page", pipeline_name="quantgate", markdown=markdown))
+    case = cases.ParseTestCase(test_id="g/page", group="g", file_path="page.pdf", test_rules=rules)
+    values = {m.metric_name: m.value for m in evaluator.ParseEvaluator().evaluate(result, case).metrics}
+    return values.get("content_faithfulness")

@@ -26,8 +26,12 @@ def type_means(rules: Iterable, markdown: str) -> dict[str, float]:
 
 
 def page_score(rules: Sequence, markdown: str) -> float | None:
-    """The page's content-faithfulness in [0, 1]; None when it carries no content rule."""
-    means = type_means(rules, markdown)
+    """The page's content-faithfulness in [0, 1]; None when it carries no content rule. An empty output fails
+    every rule (upstream's evaluator does not run them on it: a parser that wrote nothing read nothing), though
+    one of only whitespace is run through them as upstream runs it."""
+    if not rules:
+        return None
+    means = type_means(rules, markdown) if markdown else {r.type: 0.0 for r in rules}
     order = means.pop(Order.model_fields["type"].annotation.__args__[0], None)  # type: ignore[union-attr]
     parts = [(fmean(means.values()), CORRECTNESS_WEIGHT)] if means else []
     if order is not None:

@@ -42,9 +42,10 @@ def test_headline_is_the_mean_of_pages_with_rules():
     assert headline([1.0, None, 0.5]) == 0.75 and headline([None]) is None
 
 
-def test_metric_scores_an_empty_output_by_its_rules_and_a_missing_one_worst():
+def test_metric_fails_an_empty_output_runs_a_blank_one_and_scores_a_missing_one_worst():
     m = get_metric("parsebench_content")
-    assert score_one(m, "", None, [], None, [MISSING, UNEXPECTED]) == pytest.approx(0.5)  # 0 missing, 1 unexpected
+    assert score_one(m, "", None, [], None, [MISSING, UNEXPECTED]) == 0.0  # upstream fails every rule
+    assert score_one(m, " ", None, [], None, [MISSING, UNEXPECTED]) == pytest.approx(0.5)  # run: 0 and 1
     assert score_one(m, None, None, [], None, [MISSING]) == 0.0
     assert score_one(m, "alpha", None, [], None, []) is None  # no rules: not applicable
     # a blank baseline does not bound a changed candidate at 0: it was scored by the rules, not as the worst
