@@ -28,7 +28,8 @@ a truth-free pass needs the baseline shown to read the pages on labeled pages (`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,18 @@ def _bound_decision(pages: OutputPages, s: VerdictSettings, lcb: float, rectifie
     on_bound = s.model_copy(update={"confidence": 1 - 2 * alpha, "margin": margin, "worst_page_damage": None,
                                     "worst_document_damage": None, "expected_shift": 0.0})
     evidence = C.Evidence(outputs_identical=not bool(pages.changed.any()), damage_ceiling=ceiling)
-    return C.decide(-pages.bound, pages.documents, on_bound, evidence)
+    dec = C.decide(-pages.bound, pages.documents, on_bound, evidence)
+    # B lies in [0, range] on every page, so the bounded betting test is by itself an exact level-alpha test of
+    # mean B >= margin (Ville's inequality), whatever B's distribution; the bootstrap's end is an approximation
+    # that cannot even be formed when few documents changed (a lone changed page leaves that side without
+    # spread: "unbounded"). On the bound, the bounded test and the rare-failure counts decide.
+    counts_ok = dec.effective_n >= dec.rare_failure_pages and dec.documents >= dec.rare_failure_documents
+    if (dec.verdict == "inconclusive" and dec.reason == "ci_straddles_margin" and counts_ok
+            and dec.bounded_log_wealth >= math.log(1 / on_bound.alpha)):
+        dec = replace(dec, verdict="within_noise", reason="ci_inside_margin", ci_low=dec.bounded_low,
+                      lower_bound_from="bounded_test", p_noninferiority=min(1.0, math.exp(-dec.bounded_log_wealth)),
+                      pages_needed=None, documents_needed=None)
+    return dec
 
 
 def _reason(dec: C.Decision) -> tuple[VerdictName, ReasonName]:

@@ -232,7 +232,7 @@ class Verdict(Record):
     baseline_floor: float | None = None  # past it: baseline_unfit
     documents_needed: int | None = None  # beside pages_needed, at planning_shift
     planning_shift: float | None = None  # the planning alternative: worse by this much (metric units, >= 0)
-    lower_bound_from: Literal["studentized_hall", "student_t", "unbounded"] | None = None
+    lower_bound_from: Literal["studentized_hall", "student_t", "unbounded", "bounded_test"] | None = None
     bounded_log_wealth: float | None = None  # the bounded test: >= ln(1/alpha) rules out damage within D_doc
     flips: int | None = None  # pages whose output changed (Dutta et al. 2024)
     flips_source: FlipSource | None = None  # output_sha256, or (rows without hashes) pages whose score changed

@@ -142,3 +142,20 @@ def test_pages_without_truth_are_judged_by_non_inferiority_only():
     with pytest.raises(ValueError, match="non-inferiority only"):
         truth_free_verdict(p, VerdictSettings(metric="ned", n_resamples=1000, test="equivalence"), None)
     assert truth_free_verdict(p, S, None).verdict == "within_noise"
+
+
+@pytest.mark.parametrize("G, want", [(510, "within_noise"), (120, "inconclusive")])
+def test_a_lone_changed_page_passes_on_the_bounded_test_once_the_counts_allow(G, want):
+    """One changed page among G single-page documents leaves the bootstrap's worse end without spread
+    ("unbounded"); B in [0, range] makes the betting test exact on its own, so with the rare-failure counts met
+    (about 300 documents at ned's margin) it decides — and with too few documents it cannot pass."""
+    bound = np.zeros(G)
+    bound[7] = 0.3
+    damage = np.where(np.arange(G) < 40, 0.0, np.nan)
+    v = truth_free_verdict(_pages(bound, [f"d{i}" for i in range(G)], damage), S, None)
+    assert v.verdict == want
+    if want == "within_noise":
+        assert (v.reason, v.lower_bound_from) == ("ci_inside_margin", "bounded_test")
+        assert v.mean_bound < v.bound_upper < S.margin and v.p_noninferiority <= 0.05
+    else:
+        assert v.reason in ("rare_failures_not_ruled_out", "ci_straddles_margin")
