@@ -76,6 +76,7 @@ def test_quantize_disk_full_is_one_line_and_leaves_no_partial_build(tmp_path, mo
     monkeypatch.setattr(build, "_build", full)
     monkeypatch.setattr(build, "_settle", lambda *a, **k: _job(tmp_path))
     monkeypatch.setattr(build, "_reusable", lambda *a, **k: None)
+    monkeypatch.setattr(build.store, "fetch", lambda *a, **k: None)  # the machine's store holds no such variant
     with pytest.raises(DiskFullError, match=rf"^{tmp_path}: no room to write .*No space left on device.*rerun"):
         build.quantize(tmp_path / "model", "fp8-dynamic", tmp_path / "variant")
     assert not list(tmp_path.glob(".variant.building.*")) and not (tmp_path / "variant").exists()
@@ -84,4 +85,5 @@ def test_quantize_disk_full_is_one_line_and_leaves_no_partial_build(tmp_path, mo
 def _job(tmp_path):
     class Job:
         out = tmp_path / "variant"
+        inputs = None  # what the machine's variant store is asked for (its fetch is stubbed)
     return Job()

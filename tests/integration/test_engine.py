@@ -188,12 +188,14 @@ def test_a_compile_cache_that_is_a_file_is_one_clear_error(tmp_path):
         b.server(tmp_path, tmp_path / "log")
 
 
-def test_study_compile_cache_defaults_to_the_study_folder(tmp_path):
+def test_study_compile_cache_defaults_to_the_machine_cache(tmp_path, monkeypatch):
     from quantgate.serve.backends.derive import study_backend_specs
 
     vllm = study_backend_specs()["vllm"]
     out, base = tmp_path / "out", tmp_path / "studies"
-    assert vllm().resolved(base, out).compile_cache == str((out / ".vllm-cache").resolve())
+    # shared by every study on the machine (vLLM keys it by content), so a second study starts warm
+    monkeypatch.setenv("QUANTGATE_CACHE_DIR", str(tmp_path / "machine"))
+    assert vllm().resolved(base, out).compile_cache == str((tmp_path / "machine" / "vllm").resolve())
     assert vllm(compile_cache="c").resolved(base, out).compile_cache == str((base / "c").resolve())
     assert vllm(compile_cache="none").resolved(base, out).compile_cache == "none"
     tf = study_backend_specs()["transformers"]()

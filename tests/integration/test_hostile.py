@@ -27,7 +27,8 @@ def _cli(*args, timeout=300):
     return subprocess.run([sys.executable, "-m", "quantgate", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def _one_error_line(r, code=2):
+def _one_error_line(r, code=65):
+    # 65 (EX_DATAERR) is an input refused as written; 2 belongs to an inconclusive verdict alone
     lines = r.stderr.strip().splitlines()
     assert r.returncode == code and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     return lines[0]
@@ -270,7 +271,8 @@ def test_quantize_output_link_is_checked_before_building(llava, tmp_path):
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["important", "v"]
     (tmp_path / "f").write_text("x")
-    line = _one_error_line(_cli("quantize", str(llava), "--recipe", "fp8-dynamic", "-o", str(tmp_path / "f")))
+    # a bad -o is the command line's fault: a usage error (64)
+    line = _one_error_line(_cli("quantize", str(llava), "--recipe", "fp8-dynamic", "-o", str(tmp_path / "f")), 64)
     assert "is not a folder" in line
 
 
