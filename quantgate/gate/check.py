@@ -111,7 +111,9 @@ def _gate(out: Path, metrics, variants, lmeval, study_file, judged: list | None 
         (r.label, r.metric, r) for r in pages
         if (not metrics or r.metric in metrics) and (not variants or r.variant in variants)]
     if not checked:
-        raise _Invalid(f"no verdict matches metrics={metrics} variants={variants} (the study has "
+        asked = " and ".join(f"{flag} {', '.join(names)}" for flag, names in (("--metrics", metrics),
+                                                                             ("--variants", variants)) if names)
+        raise _Invalid(f"no verdict matches {asked or 'the study'} (the study judges "
                        f"{', '.join(st.metrics)} for {', '.join(v.name for v in st.variants if v.name != st.baseline)})")
     if lmeval:
         lm_checked = [r for r in (lm or []) if not variants or r.variant in variants]
@@ -254,8 +256,8 @@ def rehash_study(out: Path) -> None:
 def _rehash(rep, st, out: Path, where: str) -> None:
     """Every file a verdict rests on, re-hashed inside ``out``: variant weights (also against each
     variant's quantgate.json), the judged pages.jsonl and every file in ``inputs.files``."""
-    from quantgate.gate.attest import GIT_PATHS
     from quantgate.io.fingerprint import weights_fingerprint
+    from quantgate.schema.attestation import GIT_PATHS
     from quantgate.schema.base import read_record_file
     from quantgate.schema.run import RunManifest
     from quantgate.schema.variant import VariantManifest
@@ -278,7 +280,7 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         for name, sha in v.files.items():
             check(f"{v.path}/{name}", sha, f"variants.{v.name}.files.{name}")
         # every file of the folder is bound: one added beside the weights (a .py, a tokenizer map) changes what serves
-        # git's own files left out, as model-signing and the signature leave them out (gate.attest.GIT_PATHS)
+        # git's own files left out, as model-signing and the signature leave them out (schema.attestation.GIT_PATHS)
         extra = sorted(f.name for f in vdir.iterdir()
                        if f.name not in v.files and f.name != "quantgate.json" and f.name not in GIT_PATHS) \
             if vdir.is_dir() else []

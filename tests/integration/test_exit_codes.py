@@ -66,7 +66,7 @@ def test_verdict_codes_0_1_2_3(study, tmp_path):
     ["report", "/no/such/folder"],
     ["study", "/no/such/study.yaml"],                # a CI file pointing at a study that does not exist
     ["gate", "{study}", "--require", "maybe"],       # a value outside the choices
-    ["serve", "{study}", "--pages", "{study}", "-o", "{tmp}/r", "--timeout", "0"],  # a number outside its range
+    ["serve", "{study}", "--pages", "{study}", "-o", "{tmp}/r", "--timeout-s", "0"],  # a number outside its range
     ["pages"],                                       # a verb group without its verb
     ["frobnicate"],                                  # no such verb
 ])

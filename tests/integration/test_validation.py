@@ -207,7 +207,7 @@ def base_argv(verb: str, flag: str, places: Path) -> list[str]:
         "report": ["report", out + "-report", "--pages", empty, "--predictions", empty, empty],
         "demo": ["demo", "-o", out],
         "sensitivity": ["sensitivity", empty, "--calibration", empty, "-o", out + "/sens.json"],
-        "recommend": ["recommend", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
+        "recommend": ["recommend", "--sensitivity", empty, "-o", out + "/r.yaml"] + (["--budget", "1MB"] if flag == "--speed-concurrency" else []),
         "speed-profile": ["speed-profile", empty, "--pages", empty, "-o", out],
         "init": ["init", "--model", empty, "--pages", empty, "-o", out + "-init/study.yaml"],
         "tune": ["tune", empty, "--sensitivity", empty, "-o", out] + (["--budget", "1MB"] if flag in ("--max-trials", "--speed-concurrency") else []),
