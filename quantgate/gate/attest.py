@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from quantgate.errors import QuantgateError, VerificationError
 from quantgate.io.fileio import atomic_write_bytes, safe_join, sha256_file
-from quantgate.schema.attestation import Resource, VerdictPredicate
+from quantgate.schema.attestation import GIT_PATHS, Resource, Scope, VariantOutcome, VerdictPredicate
 
 if TYPE_CHECKING:
     from in_toto_attestation.v1.statement import Statement
@@ -33,8 +33,6 @@ PREDICATE_TYPE = "https://quantgate/verdict/v1"  # a type name in model-signing'
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ATTESTATION = "attestation.intoto.json"
 PASSWORD_ENV = "QUANTGATE_SIGNING_KEY_PASSWORD"  # for an encrypted private key
-# model-signing's default hashing config ignores these (hashing.Config); nothing else is left out
-GIT_PATHS = (".git", ".gitattributes", ".github", ".gitignore")
 SERIALIZATION = {"method": "files", "hash_type": "sha256", "allow_symlinks": False, "ignore_paths": sorted(GIT_PATHS)}
 OUTCOME = {0: "PASS", 1: "FAIL: regression", 2: "UNDECIDED"}
 MAX_ATTESTATION_BYTES = 64 << 20
@@ -160,7 +158,7 @@ def root_digest(resources: list[Resource]) -> str:
 # --- signing -----------------------------------------------------------------------------------------------
 
 
-def scope_of(rep, options: dict) -> dict:
+def scope_of(rep, options: dict) -> Scope:
     """What the gate checked: the baseline, the candidates ``--variants`` named (all, without it), the metrics
     ``--metrics`` named (all, without it), whether lm-eval verdicts counted, and each checked variant's own
     outcome under the gate's family rule. A signature covers exactly this, nothing the gate left out."""
@@ -174,8 +172,8 @@ def scope_of(rep, options: dict) -> dict:
         rows = [r for r in rep.verdicts if r.variant == name and r.metric in metrics]
         rows += [r for r in (rep.lm_eval.verdicts if rep.lm_eval and lmeval else []) if r.variant == name]
         code = int(outcome(rows))
-        per[name] = {"exit_code": code, "outcome": OUTCOME[code], "verdicts": len(rows)}
-    return {"baseline": rep.baseline, "variants": per, "metrics": metrics, "lmeval": lmeval}
+        per[name] = VariantOutcome(exit_code=code, outcome=OUTCOME[code], verdicts=len(rows))
+    return Scope(baseline=rep.baseline, variants=per, metrics=metrics, lmeval=lmeval)
 
 
 def statement(out: Path, code: int, lines: list[str], options: dict) -> Statement:
@@ -191,7 +189,7 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> Statemen
     scope = scope_of(rep, options)
     models, subjects = [], []
     for v in rep.variants:
-        if v.name != rep.baseline and v.name not in scope["variants"]:
+        if v.name != rep.baseline and v.name not in scope.variants:
             continue  # not checked: not signed (a signed PASS must never name a variant the gate left out)
         vdir = safe_join(out, v.path, what=f"summary.json: variants.{v.name}.path")
         res = folder_resources(vdir)
@@ -202,18 +200,18 @@ def statement(out: Path, code: int, lines: list[str], options: dict) -> Statemen
         models.append({"name": v.name, "path": v.path, "serialization": SERIALIZATION,
                        "resources": [r.model_dump() for r in res]})
         subjects.append(ResourceDescriptor(name=vdir.name, digest={"sha256": root_digest(res)}).pb)
-    checked = scope["variants"]
+    checked = scope.variants
     verdicts = [{k: r[k] for k in ("variant", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
                                    "n", "p_regression_holm")} | ({"tag": r["tag"]} if r.get("tag") else {})
                 for r in (x.model_dump() for x in rep.verdicts)
-                if r["variant"] in checked and r["metric"] in scope["metrics"]]
+                if r["variant"] in checked and r["metric"] in scope.metrics]
     lm = [{k: r[k] for k in ("variant", "task", "metric", "verdict", "reason", "delta", "ci_low", "ci_high", "margin",
                              "n")} for r in (x.model_dump() for x in (rep.lm_eval.verdicts if rep.lm_eval else []))
-          if r["variant"] in checked and scope["lmeval"]]
+          if r["variant"] in checked and scope.lmeval]
     predicate = {
         "study": {"name": rep.study.get("name"), "summary": SUMMARY, "digest": {"sha256": sha256_file(out / SUMMARY)}},
         "gate": {"exit_code": code, "outcome": OUTCOME[code], "lines": lines, **options},
-        "scope": scope, "baseline": rep.baseline, "verdicts": verdicts, "lm_eval_verdicts": lm, "models": models,
+        "scope": scope.model_dump(), "baseline": rep.baseline, "verdicts": verdicts, "lm_eval_verdicts": lm, "models": models,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quantgate": __version__,
     }
     st = Statement(subjects=subjects, predicate_type=PREDICATE_TYPE, predicate=predicate)

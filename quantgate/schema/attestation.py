@@ -11,6 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# model-signing's default hashing config ignores these (hashing.Config); nothing else is left out. Here, not in
+# gate.attest, because gate.check leaves them out of a variant folder too and gate.attest imports gate.check.
+GIT_PATHS = (".git", ".gitattributes", ".github", ".gitignore")
+
 
 class _InToto(BaseModel):
     model_config = ConfigDict(extra="ignore")
