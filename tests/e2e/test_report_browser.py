@@ -44,7 +44,9 @@ def report(tmp_path_factory):
 
 def test_the_html_embeds_the_image_folds_long_texts_and_says_why(report):
     html = report.read_text(encoding="utf-8")
-    assert html.count("data:image/jpeg;base64,") == 2  # p001: thumbnail and full; p002 has none
+    # p001: thumbnail and full, in the worst pages and again in 'Pages without truth' (bad's largest bounds,
+    # which the finished study holds and show the page image too); p002 has none
+    assert html.count("data:image/jpeg;base64,") == 4
     assert re.search(r"page image not shown: \S*p002\.png cannot be read", html)
     assert "fp8: no worst pages — no page scored worse than bf16 on ned on any of the 40 pages compared" in html
     assert "show all 8100 characters" in html
