@@ -138,8 +138,11 @@ def test_gate_exit_codes(demo, tmp_path):
     the same exit codes; one byte of a weight file changed in the copy is exit 3 naming it; a verdict
     edited in the copy's summary.json is exit 3."""
     out, _ = demo
-    assert _qg("gate", str(out)).returncode == 1  # harmful-int2 regressed
-    r = _qg("gate", str(out), "--variants", "fp8-dynamic")
+    # the gate writes junit.xml (default OUT/junit.xml); kept out of the shared demo folder, whose own junit.xml
+    # test_junit_and_markdown reads
+    keep = ("--junit", str(tmp_path / "gate-junit.xml"))
+    assert _qg("gate", str(out), *keep).returncode == 1  # harmful-int2 regressed
+    r = _qg("gate", str(out), "--variants", "fp8-dynamic", *keep)
     assert r.returncode == 0 and "PASS" in r.stdout
     copy = tmp_path / "elsewhere" / "copy"
     shutil.copytree(out, copy)
@@ -154,7 +157,7 @@ def test_gate_exit_codes(demo, tmp_path):
     w.write_bytes(bytes(data))
     r = _qg("gate", str(copy), "--variants", "fp8-dynamic", "--metrics", "ned", cwd=third)
     assert r.returncode == 3 and f"{copy}/variants/fp8-dynamic/model.safetensors changed" in r.stdout
-    assert _qg("gate", str(out), "--variants", "fp8-dynamic").returncode == 0  # the original still passes
+    assert _qg("gate", str(out), "--variants", "fp8-dynamic", *keep).returncode == 0  # the original still passes
     data[-1] ^= 0xFF
     w.write_bytes(bytes(data))
     summ = json.loads((copy / "summary.json").read_text())
@@ -212,7 +215,7 @@ def test_lmeval_results_stderr_and_paired_verdicts(demo, tmp_path):
     assert "## Standard benchmarks (lm-eval)" in md and "quantgate_page_heading" in md
     assert "Standard benchmarks (lm-eval)" in (out / "report.html").read_text()
     # the gate can require them; a report without them fails --lmeval as invalid
-    assert _qg("gate", str(out), "--variants", "fp8-dynamic", "--lmeval").returncode == 0
+    assert _qg("gate", str(out), "--variants", "fp8-dynamic", "--lmeval", "--junit", str(tmp_path / "j.xml")).returncode == 0
     copy = tmp_path / "c"
     shutil.copytree(out, copy)
     summ = json.loads((copy / "summary.json").read_text())
@@ -488,6 +491,7 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
     """Each file one stage hands the next, as a real flow wrote it, reads through its model and
     dumps back to what is on disk (the model holds every field the writer writes, values unchanged)."""
     from quantgate.schema.base import read_record_file
+    from quantgate.schema.bounds import BoundRow
     from quantgate.schema.lmeval import LmEvalRun
     from quantgate.schema.pages import PageRecord, PageSetManifest
     from quantgate.schema.run import RequestRecord, RunManifest
@@ -504,7 +508,10 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
     for pattern, model, jsonl in [("pages/pageset.json", PageSetManifest, False), ("pages/pages.jsonl", PageRecord, True),
                                   ("variants/*/quantgate.json", VariantManifest, False),
                                   ("runs/*/requests.jsonl", RequestRecord, True), ("runs/*/run.json", RunManifest, False),
-                                  ("scores/*.jsonl", ScoreRow, True), ("lmeval/*/lmeval.json", LmEvalRun, False),
+                                  # a score file is <variant>-c<level>.jsonl; the truth-free bounds file beside it
+                                  # is <variant>-c<level>.bounds.jsonl, rows of another model
+                                  ("scores/*[0-9].jsonl", ScoreRow, True), ("scores/*.bounds.jsonl", BoundRow, True),
+                                  ("lmeval/*/lmeval.json", LmEvalRun, False),
                                   ("summary.json", Summary, False)]:
         files = sorted(out.glob(pattern))
         seen[pattern] = len(files)
@@ -516,7 +523,8 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
     n = len(VARIANTS.split(","))
     assert seen == {"pages/pageset.json": 1, "pages/pages.jsonl": 1, "variants/*/quantgate.json": n,
                     "runs/*/requests.jsonl": n, "runs/*/run.json": n,
-                    "scores/*.jsonl": n + 1,  # one level each, and the baseline's noise run
+                    "scores/*[0-9].jsonl": n + 1,  # one level each, and the baseline's noise run
+                    "scores/*.bounds.jsonl": n,  # each candidate's, and the baseline's noise run, against the baseline
                     "lmeval/*/lmeval.json": n, "summary.json": 1}
 
 
