@@ -14,7 +14,11 @@ StageName = Literal["pages", "quantize", "server_start", "pages_run", "speed_wav
 
 
 class StageTiming(Record):
-    schema_version: Literal[1] = 1
+    """Schema 2 adds ``end``: the stage's end on the same clock as ``start`` and the request records, so the
+    requests inside a stage are found on one clock (``wall_s`` is monotonic; a clock step between the two once
+    left a stage's last request outside ``start + wall_s``). Schema-1 lines read as before."""
+
+    schema_version: Literal[1, 2] = 2
     session: str  # one run of `quantgate study`
     stage: StageName
     variant: str | None = None
@@ -24,6 +28,7 @@ class StageTiming(Record):
     background: bool = False  # ran beside another stage (a server started during the previous lm-eval)
     start: float  # unix time
     wall_s: float
+    end: float | None = None  # unix time (schema 2); None: a schema-1 line, whose end is start + wall_s
 
 
 BudgetPart = Literal["pages", "quantize", "server_start", "accuracy", "speed", "speed_profile", "lmeval", "score", "report",

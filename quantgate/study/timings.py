@@ -41,7 +41,7 @@ class Clock:
             self.open.pop(key, None)
         rec = StageTiming(session=self.session, stage=stage, variant=variant, concurrency=concurrency,
                           count=s.n if s.n else None, reused=s.reused, background=background, start=round(t0, 3),
-                          wall_s=round(time.monotonic() - m0, 3))
+                          wall_s=round(time.monotonic() - m0, 3), end=round(time.time(), 3))
         append_jsonl(self.path, rec.model_dump(exclude_none=True))
 
 
@@ -93,8 +93,10 @@ def time_budget(st: Study, out: Path, clock: Clock, now: float | None = None) ->
                 path = out / "runs" / key[0] / key[1]
                 requests[key] = [RequestRecord.model_validate(o) for _, o in
                                  read_jsonl(path, repair_torn_tail=True)] if path.is_file() else []
+            # on the requests' own clock (time.time), from the stage's stamps rounded to the millisecond
+            end = t.end if t.end is not None else t.start + t.wall_s
             inside = [(r.start, r.end) for r in requests[key] if r.concurrency == t.concurrency
-                      and r.start >= t.start - 1e-3 and r.end <= t.start + t.wall_s + 1e-3]
+                      and r.start >= t.start - 1e-3 and r.end <= end + 1e-3]
             row.generation_s, row.requests = round(_union_s(inside), 3), len(inside)
             generation += row.generation_s
         engine += t.wall_s if t.stage == "server_start" else 0.0

@@ -352,3 +352,33 @@ def test_server_starts_that_overlap_each_other_count_once(tmp_path):
     assert b.wall_s == 110.0 and b.engine_start_s == 100.0 and b.overhead_s >= 0
     assert sum(r.wall_s for r in b.rows) == pytest.approx(b.wall_s) and all(r.wall_s >= 0 for r in b.rows)
     assert b.background_s == 200.0
+
+
+def test_a_stages_requests_are_found_on_the_requests_own_clock(tmp_path):
+    """The stage's length is monotonic time, its requests are stamped by the wall clock: a wall clock stepped
+    forward 0.5 s during a stage put its last request past ``start + wall_s``, and the budget counted 8 of 9.
+    The stage's own wall-clock end (schema 2) decides; a schema-1 line still ends at ``start + wall_s``."""
+    from quantgate.io.console import Console
+    from quantgate.io.fileio import append_jsonl
+    from quantgate.schema.timings import StageTiming
+    from quantgate.study.timings import Clock, time_budget
+
+    clock = Clock(tmp_path, Console(), start=1000.0)
+    append_jsonl(clock.path, StageTiming(session=clock.session, stage="pages_run", variant="a", concurrency=1,
+                                         start=1000.0, wall_s=10.0, end=1010.5).model_dump())
+    append_jsonl(clock.path, StageTiming(session=clock.session, stage="pages_run", variant="b", concurrency=1,
+                                         start=1011.0, wall_s=10.0).model_dump(exclude={"end"}) | {"schema_version": 1})
+    for v, t0 in (("a", 1000.0), ("b", 1011.0)):
+        (tmp_path / "runs" / v).mkdir(parents=True)
+        for i in range(3):
+            append_jsonl(tmp_path / "runs" / v / "requests.jsonl",
+                         {"page_id": f"p{i}", "concurrency": 1, "output": "x", "start": t0 + 3.4 * i,
+                          "end": t0 + 3.4 * i + 3.6})
+
+    class _St:
+        compare_level = 1
+        speed = None
+
+    rows = {r.variant: r for r in time_budget(_St(), tmp_path, clock, now=1025.0).rows if r.part == "accuracy"}
+    assert rows["a"].requests == 3  # the last ends at 1010.4: after start + wall_s, before the stamped end
+    assert rows["b"].requests == 2  # schema 1: its last (1021.4) ends after start + wall_s = 1021.0
