@@ -21,7 +21,7 @@ from pathlib import Path
 from quantgate.errors import InputError, UnsafeInputError, UsageError, VerificationError
 from quantgate.io.fileio import atomic_write_json, disk_full, disk_full_error, recorded_path
 from quantgate.io.provenance import package_versions
-from quantgate.quantize import store
+from quantgate.quantize import asis, store
 from quantgate.quantize.plan import Plan
 from quantgate.quantize.verify import verify_checkpoint
 from quantgate.recipes import NEEDS_CALIBRATION, LoadedRecipe, load_recipe, to_llmcompressor
@@ -38,9 +38,6 @@ def file_hashes(folder: Path) -> dict[str, FileInfo]:
             for f in sorted(Path(folder).iterdir()) if f.is_file() and f.name != MANIFEST}
 
 
-# Source files besides the weights that decide the result: config, tokenizer, processor, chat template,
-# remote code. Pickled weights (.bin, .pt) are never loaded, so never hashed.
-_MODEL_FILE_SUFFIXES = {".json", ".jinja", ".txt", ".model", ".tiktoken", ".py"}
 # Their versions define the quantization (observers, scale formulas) and the format written: in the fingerprint.
 # torch and transformers only change floating-point rounding of the calibration forward, as the device does: not.
 _FINGERPRINT_PKGS = ["llmcompressor", "compressed-tensors"]
@@ -62,7 +59,7 @@ def input_fingerprint(model_dir: Path, recipe: LoadedRecipe, calibration: Path |
     model_dir = Path(model_dir)
     weights = {f.name: store.sha256_memo(f) for f in sorted(model_dir.glob("*.safetensors"))}
     files = {f.name: store.sha256_memo(f) for f in sorted(model_dir.iterdir())
-             if f.is_file() and f.suffix in _MODEL_FILE_SUFFIXES and not f.name.startswith(".")}
+             if f.is_file() and f.suffix in asis.MODEL_FILE_SUFFIXES and not f.name.startswith(".")}
     fp = {"model_weights": weights, "model_files": files, "recipe_text": recipe.text, "calibration_pages_sha256": None,
           "samples": None, "max_seq_len": None, "prompt": None, "pipeline": None, "text_only": None,
           "packages": package_versions(_FINGERPRINT_PKGS)}
@@ -329,10 +326,9 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
 
     reset_peaks()  # this build's peaks, not an earlier build's in the same process (a study's)
     lc_recipe: dict | None
-    if _quantizes_nothing(job) and _link_source(job, tmp):
+    if asis.quantizes_nothing(job.recipe, job.plan):
         lc_recipe, cal_ids = None, []
-        note("linked, not copied")
-        log(f"{job.recipe.name} quantizes nothing: the source files hard-linked (no weights loaded or copied)")
+        asis.serve_source_as_is(job.model_dir, tmp, job.inputs, job.recipe.name, log, note)
     else:
         model, processor = _load(job)
         lc_recipe, cal_ids = _compress(job, model, processor, tmp, log, note)
@@ -372,22 +368,6 @@ def _build(job: Build, tmp: Path, t0: float, log: Callable[[str], None], note: C
     return manifest
 
 
-def _quantizes_nothing(job: Build) -> bool:
-    return job.recipe.recipe is not None and not any(f != "bf16" for f in job.plan.formats.values())
-
-
-def _link_source(job: Build, tmp: Path) -> bool:
-    """A recipe that quantizes nothing (bf16) serves the source as it is: its safetensors weights and the files
-    transformers and vLLM read (config, tokenizer, processor, template) hard-linked into ``tmp`` — seconds instead
-    of loading and re-saving the weights, no bytes copied, and ``tmp`` holds real files (never a symbolic link).
-    Their hashes are the fingerprint's (a hard link is the same file). False, with nothing linked, when the
-    source lies on another filesystem: then the weights are loaded and saved as before."""
-    names = sorted(f.name for f in job.model_dir.iterdir()
-                   if f.is_file() and not f.name.startswith(".") and f.name != MANIFEST
-                   and (f.suffix == ".safetensors" or f.suffix in _MODEL_FILE_SUFFIXES - {".py"}))
-    return store.link_files(job.model_dir, tmp, names, follow=True)
-
-
 def _load(job: Build):
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -414,13 +394,10 @@ def _load(job: Build):
 def _compress(job: Build, model, processor, tmp: Path, log: Callable[[str], None], note: Callable[[str], None]
               ) -> tuple[dict | None, list[str]]:
     """llmcompressor's oneshot over the calibration pages (when the recipe needs them), the model saved into
-    ``tmp`` compressed; a recipe that quantizes nothing saves the model as it is. (the recipe handed to
-    llmcompressor, the calibration page ids)"""
+    ``tmp`` compressed (a recipe that quantizes nothing never gets here: ``asis`` serves its source as it is).
+    (the recipe handed to llmcompressor, the calibration page ids)"""
     from quantgate.quantize.calibrate import calibration_samples, sample_loader
 
-    if job.recipe.recipe is not None and not any(f != "bf16" for f in job.plan.formats.values()):
-        model.save_pretrained(tmp, safe_serialization=True)
-        return None, []
     lc_recipe = to_llmcompressor(job.plan.formats, job.kinds) if job.recipe.recipe else job.recipe.raw
     from llmcompressor import oneshot
 

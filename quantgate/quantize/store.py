@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, VerificationError
 from quantgate.io.cachedir import cache_dir
 from quantgate.io.fileio import atomic_write_json, sha256_file
 from quantgate.schema.base import read_record_file
@@ -57,6 +57,27 @@ def link_files(src: Path, dst: Path, names: list[str], follow: bool = False) -> 
             return False
         raise
     return True
+
+
+def copy_verified(src: Path, dst: Path, expected: dict[str, str]) -> None:
+    """Copy ``src/NAME`` to ``dst/NAME`` for every name in ``expected`` (name -> sha256), hashing the bytes as they
+    are copied: one read of each file, not a copy and then a second read to verify it. The copy's hash is kept in
+    the memo (the manifest's file hashes are then free). A file whose bytes differ from ``expected`` (the source
+    changed since it was fingerprinted) is removed and refused by name. Written by hand because shutil's copies
+    cannot hash what they copy."""
+    for n, want in expected.items():
+        h = hashlib.sha256()
+        out = dst / n
+        with open(src / n, "rb") as fi, open(out, "xb") as fo:  # x: never write through a planted file or link
+            while block := fi.read(1 << 22):
+                h.update(block)
+                fo.write(block)
+        if h.hexdigest() != want:
+            out.unlink()
+            raise VerificationError(f"{src / n}: changed while it was copied (sha256 {h.hexdigest()[:12]}…, "
+                                    f"fingerprinted as {want[:12]}…); quantize again once the source is complete")
+        st = os.stat(out)
+        _HASHES[(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = want
 
 
 def intact(folder: Path, manifest: VariantManifest) -> bool:

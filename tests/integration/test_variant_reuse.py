@@ -1,9 +1,12 @@
-"""Quantize costs seconds when there is nothing to compute: a recipe that quantizes nothing hard-links the source,
-a variant built on the machine before from the same inputs is linked back from the machine's store after its hashes
-are verified, and FlashInfer's prebuild runs once per machine."""
+"""Quantize costs seconds when there is nothing to compute: a recipe that quantizes nothing hard-links the source
+(copies it, hashes checked, when it lies on another filesystem), a variant built on the machine before from the
+same inputs is linked back from the machine's store after its hashes are verified, and FlashInfer's prebuild runs
+once per machine."""
 
 import os
 import threading
+
+import pytest
 
 from quantgate.io.fileio import sha256_file
 from quantgate.quantize import quantize
@@ -28,6 +31,51 @@ def test_bf16_links_the_source_weights_instead_of_copying_them(tiny_models, tmp_
     assert (out / "config.json").is_file() and not (out / "config.json").is_symlink()
     assert r.manifest.recipe.llmcompressor is None and r.manifest.size.compression == 1.0
     assert r.manifest.verification.vision_bf16  # the header check still ran on what was linked
+
+
+def test_bf16_across_filesystems_copies_the_source_bytes_verified_never_a_link(tiny_models, tmp_path, monkeypatch):
+    """No hard link reaches a source on another filesystem (EXDEV): the files are copied as they are — checked
+    against the fingerprint's hashes, never loaded and re-saved, never a symbolic link — and the log says so."""
+    import errno
+
+    from quantgate.quantize import build
+
+    src = tiny_models["qwen2_5_vl"]
+
+    def cross_device(a, b, **_):
+        raise OSError(errno.EXDEV, "Invalid cross-device link", str(a))
+
+    def no_load(job):
+        raise AssertionError("the model was loaded: a bf16 variant needs no load")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    monkeypatch.setattr(build, "_load", no_load)
+    logs: list[str] = []
+    r = quantize(src, "bf16", tmp_path / "bf16", log=logs.append)
+    out = tmp_path / "bf16"
+    weights = sorted(p.name for p in src.glob("*.safetensors"))
+    assert weights and sorted(p.name for p in out.glob("*.safetensors")) == weights
+    for name in weights:
+        assert not (out / name).is_symlink() and os.stat(out / name).st_ino != os.stat(src / name).st_ino
+        assert (out / name).read_bytes() == (src / name).read_bytes()
+        assert r.manifest.files[name].sha256 == r.manifest.inputs.model_weights[name]
+    assert not any(p.is_symlink() for p in out.iterdir())
+    assert any("another filesystem" in line and "copied" in line for line in logs)
+    assert r.manifest.size.compression == 1.0 and r.manifest.verification.vision_bf16
+
+
+def test_a_source_changed_while_it_is_copied_is_refused_by_name(tmp_path):
+    from quantgate.errors import VerificationError
+    from quantgate.quantize.store import copy_verified
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "dst").mkdir()
+    (tmp_path / "src" / "model.safetensors").write_bytes(b"weights as they are now")
+    fingerprinted = sha256_file(tmp_path / "src" / "model.safetensors")
+    (tmp_path / "src" / "model.safetensors").write_bytes(b"weights as they were then")
+    with pytest.raises(VerificationError, match=r"src/model\.safetensors: changed while it was copied"):
+        copy_verified(tmp_path / "src", tmp_path / "dst", {"model.safetensors": fingerprinted})
+    assert not any((tmp_path / "dst").iterdir())  # nothing half-written left behind
 
 
 def test_a_variant_built_before_on_the_machine_is_reused_by_a_new_folder(tiny_models, tmp_path):
