@@ -47,7 +47,7 @@ budgets (give one):
   --speedup S          decode speed-up over BF16: weights read per decoded token at the
                        sensitivity file's bandwidth (a model of a memory-bound decode, not a measurement),
                        or, with --speed-table FILE, GPU time per decode step predicted from a measured
-                       cost table (quantgate speed-profile; docs/speed-table.md)
+                       cost table (quantgate speed-profile; docs/gpu.md)
 
 The output is an ordinary recipe: `quantgate plan MODEL --recipe recipe.yaml`, `quantgate quantize`
 and studies take it unchanged. Its damage is predicted by adding the groups' KL; a study on

@@ -1,5 +1,5 @@
 """``quantgate speed-profile``: decode profiles of variants under ``vllm serve`` and the cost table built from
-them (docs/speed-table.md), which ``recommend`` / ``tune --speed-table`` read for ``--speedup``."""
+them (docs/gpu.md), which ``recommend`` / ``tune --speed-table`` read for ``--speedup``."""
 
 from __future__ import annotations
 

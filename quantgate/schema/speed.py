@@ -143,7 +143,7 @@ class CostTable(Record):
 
 def load_cost_table(path: str | Path) -> CostTable:
     return read_record_file(CostTable, Path(path), missing="write one with quantgate.speed.costtable.build_cost_table "
-                            "from `quantgate speed-profile` profiles (docs/speed-table.md)")
+                            "from `quantgate speed-profile` profiles (docs/gpu.md)")
 
 
 def load_step_profile(path: str | Path) -> StepProfile:

@@ -5,10 +5,12 @@ separate ``quantgate speed-profile`` starts every variant again: ~80 s each for 
 
 The server is started with vLLM's ``--profiler-config`` (torch profiler, traces under ``speed/<variant>/trace``).
 vLLM arms that profiler only on ``/start_profile``, which is sent after the waves, so no timed request runs under
-it; the config is not part of vLLM's compile-cache key (docs/speed-table.md), so the start stays warm. Files:
+it; the config is not part of vLLM's compile-cache key (docs/gpu.md), so the start stays warm. Files:
 ``speed/<variant>/c<C>.profile.json`` (a level already written is kept: a resumed study profiles only what is
-missing) and ``speed/cost-table.json`` (``quantgate.speed.costtable``; when the profiles cannot make one — a plan
-whose GEMMs the trace does not show one to one — the profiles stay and the log says why)."""
+missing), ``speed/cost-table.json`` (``quantgate.speed.costtable``; when the profiles cannot make one — a plan
+whose GEMMs the trace does not show one to one — the profiles stay and the log says why) and
+``speed/prefill-table.json`` (``quantgate.speed.served``: the prefill phase of the speed waves, per format), the two
+files ``recommend`` / ``tune --speedup`` take as ``--speed-table`` and ``--prefill-table`` for served speed-ups."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from quantgate.speed.report import SPEED_DIR
 
 PROFILER_FLAG = "--profiler-config"
 COST_TABLE = "cost-table.json"
+PREFILL_TABLE = "prefill-table.json"
 
 
 def profiled(st: Study) -> list[int]:
@@ -95,3 +98,38 @@ def write_cost_table(out: Path, log: Callable[[str], None]) -> Path | None:
     atomic_write_json(root / COST_TABLE, table.model_dump(mode="json"))
     log(f"speed: cost table from {len(files)} decode profiles: {root / COST_TABLE}")
     return root / COST_TABLE
+
+
+def write_prefill_table(out: Path, variants: list[str], baseline: str, log: Callable[[str], None]) -> Path | None:
+    """``speed/prefill-table.json`` from the study's own speed waves (``runs/<variant>/speed.jsonl``: each level's
+    first-token phase) and the plans its decode profiles carry, fitted on every variant that has both — the same
+    variants the cost table beside it reads. None, said in the log, when they cannot make one (no baseline waves, or
+    recipes that do not tell the formats apart): the waves and profiles are the measurement and stay."""
+    from quantgate.schema.speed import load_step_profile
+    from quantgate.serve.run import SPEED, load_records
+    from quantgate.speed.served import build_prefill_table, wave_phases
+
+    root = Path(out) / SPEED_DIR
+    plans = {f.parent.name: load_step_profile(f).plan for f in sorted(root.glob("*/c*.profile.json"))
+             if f.parent.name in variants}
+    phases = {}
+    for v in plans:
+        recs = load_records(Path(out) / "runs" / v, file=SPEED)
+        by = {c: ph for c in sorted({r.concurrency for r in recs}) if (ph := wave_phases(recs, c)) is not None}
+        if by:
+            phases[v] = by
+    built = [v for v in variants if v in phases]
+    if baseline not in built or len(built) < 2:
+        if plans:
+            log(f"speed: no prefill table: it needs speed waves and decode profiles of {baseline} and of a recipe "
+                f"that quantizes (has them: {', '.join(built) or 'none'})")
+        return None
+    try:
+        table = build_prefill_table(phases, plans, built, baseline=baseline,
+                                    source=f"{Path(out).name}: the speed waves' first-token phase of {', '.join(built)}")
+    except InputError as e:
+        log(f"speed: no prefill table: {e}")
+        return None
+    atomic_write_json(root / PREFILL_TABLE, table.model_dump(mode="json"))
+    log(f"speed: prefill table from the speed waves of {len(built)} variants: {root / PREFILL_TABLE}")
+    return root / PREFILL_TABLE
