@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -77,9 +78,11 @@ def test_speed_profile_into_a_study_rewrites_its_report(study):
     started), and the study's report.md / report.html written again with the section."""
     from quantgate.cli import main
 
-    for v in ("bf16", "fp8-all"):
-        (study / "variants" / v).mkdir(parents=True)
-        shutil.copy(SESSION / "study" / "variants" / v / "quantgate.json", study / "variants" / v / "quantgate.json")
+    with tarfile.open(SESSION / "session.tar.gz") as t:  # the session's files beside its read ones, packed
+        for v in ("bf16", "fp8-all"):
+            (study / "variants" / v).mkdir(parents=True)
+            (study / "variants" / v / "quantgate.json").write_bytes(
+                t.extractfile(f"study/variants/{v}/quantgate.json").read())
     (study / "speed" / "copy-bandwidth.json").unlink()
     assert not (study / "report.md").exists()
     rc = main(["speed-profile", str(study / "variants" / "bf16"), str(study / "variants" / "fp8-all"),
@@ -98,8 +101,6 @@ DEC03 = SESSION.parent / "2026-12-03-h200-seven-variant-study"
 @pytest.fixture(scope="module")
 def dec03(tmp_path_factory) -> Path:
     """The 2026-12-03 H200 study's decode profiles (study/speed.tar.gz, taken by its own servers: speed.profile)."""
-    import tarfile
-
     d = tmp_path_factory.mktemp("dec03")
     with tarfile.open(DEC03 / "study" / "speed.tar.gz") as t:
         t.extractall(d, filter="data")
