@@ -18,7 +18,7 @@ from tests.support.paths import DATA as TEST_DATA
 from tests.support.paths import REPO
 
 DATA = TEST_DATA / "vllm"
-GPU_RESULTS = REPO / "lab" / "2026-11-29-h200-4b-speed"
+GPU_RESULTS = "2026-11-29-h200-4b-speed/session.tar.gz:"  # that session's files, packed: read in place by _log
 FAKE_VLLM = f"{shlex.quote(sys.executable)} -m tests.support.fake_vllm"
 
 
@@ -44,15 +44,17 @@ def test_warm_start_with_fewer_sequences():
 
 def test_real_mode0_and_eager_logs_from_the_h200():
     """The committed vLLM 0.26 logs of the previous GPU period: mode 0 + decode graphs, and eager."""
-    sweep = engine_from_log((GPU_RESULTS / "speed" / "sweep-bf16" / "server.log").read_text())
+    from tests.integration.test_kernels import _log
+
+    sweep = engine_from_log(_log(f"{GPU_RESULTS}speed/sweep-bf16/server.log"))
     assert (sweep.compilation, sweep.cudagraph_mode, sweep.enforce_eager) == ("NONE", "FULL_DECODE_ONLY", False)
     assert sweep.cudagraph_capture_sizes == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
     assert sweep.compile_start == "none" and sweep.compile_s is None and sweep.init_engine_s == 98.69
     assert (sweep.graph_capture_s, sweep.prefix_caching, sweep.max_num_batched_tokens) == (4, False, 8192)
-    eager = engine_from_log((GPU_RESULTS / "reader-vllm-bf16" / "server.log").read_text())
+    eager = engine_from_log(_log(f"{GPU_RESULTS}reader-vllm-bf16/server.log"))
     assert (eager.compilation, eager.cudagraph_mode, eager.enforce_eager) == ("NONE", "NONE", True)
     assert eager.cudagraph_capture_sizes == [] and eager.init_engine_s == 230.67 and eager.graph_capture_s is None
-    fp8 = engine_from_log((GPU_RESULTS / "reader-vllm-fp8" / "server.log").read_text())
+    fp8 = engine_from_log(_log(f"{GPU_RESULTS}reader-vllm-fp8/server.log"))
     assert fp8.init_engine_s == 3.38 and fp8.kv_cache_dtype == "auto"
 
 
@@ -71,7 +73,7 @@ def test_the_wait_after_the_profiling_run_from_committed_logs():
     runs = "2026-12-02-h200-4b-study/session.tar.gz:study/runs/"
     assert [engine_from_log(_log(f"{runs}{v}/server.log")).profile_wait_s
             for v in ("bf16", "fp8-all", "w4a16-all")] == [8.0, 1.0, 1.0]
-    assert engine_from_log((GPU_RESULTS / "reader-vllm-bf16" / "server.log").read_text()).profile_wait_s is None
+    assert engine_from_log(_log(f"{GPU_RESULTS}reader-vllm-bf16/server.log")).profile_wait_s is None
     # the KV-cache line that counts is the one after the last warm-up line; stamps that run backwards say nothing
     line = "(EngineCore pid=9) INFO {} [x.py:1] {}"
     text = "\n".join([line.format("12-31 23:59:50", "Initial profiling/warmup run took 3.1 s"),

@@ -41,11 +41,11 @@ def _starts(text: str) -> list[str]:
 # What each committed log says, read by hand from the files (grep "Using .*Kernel for\|Selected"): one line per
 # choice per start (vLLM logs each distinct choice once per process); the sweeps' logs hold a cold and a warm start.
 COMMITTED = {
-    "2026-11-29-h200-4b-speed/reader-vllm-bf16/server.log": {},
-    "2026-11-29-h200-4b-speed/reader-vllm-fp8/server.log": {FP8[0]: {FP8[1]: 1}},
-    "2026-11-29-h200-4b-speed/speed/sweep-fp8-dynamic/server.log.gz": {FP8[0]: {FP8[1]: 1}},
-    "2026-11-29-h200-4b-speed/speed/sweep-nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 1}},
-    "2026-11-29-h200-4b-speed/speed/sweep-mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
+    "2026-11-29-h200-4b-speed/session.tar.gz:reader-vllm-bf16/server.log": {},
+    "2026-11-29-h200-4b-speed/session.tar.gz:reader-vllm-fp8/server.log": {FP8[0]: {FP8[1]: 1}},
+    "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-fp8-dynamic/server.log.gz": {FP8[0]: {FP8[1]: 1}},
+    "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 1}},
+    "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
     "2026-11-30-h200-serving-options/sweeps/bf16/server.log.gz": {},
     "2026-11-30-h200-serving-options/sweeps/fp8-all/server.log.gz": {FP8[0]: {FP8[1]: 2}},
     "2026-11-30-h200-serving-options/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
