@@ -7,7 +7,7 @@ load); the table model is quantgate's graph of cells (``quantgate.scoring.tableg
 math renders KaTeX in headless Chromium (``olmocr_math``) and is skipped, with a counted reason, when
 there is no Chromium. Fuzzy matching is rapidfuzz and fuzzysearch, as upstream's. Agreement with
 upstream, check by check, is tested on the bundled sample and by a differential property test
-(docs/olmocr.md)."""
+(docs/metrics.md, "olmOCR-bench checks")."""
 
 from __future__ import annotations
 

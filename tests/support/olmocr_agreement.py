@@ -1,4 +1,4 @@
-"""Prints the olmOCR agreement table of docs/olmocr.md: passes per system, upstream vs quantgate, on the
+"""Prints the olmOCR agreement table of docs/metrics.md ("olmOCR-bench checks"): passes per system, upstream vs quantgate, on the
 bundled sample, and agreement check type by check type. Run from the repository root:
 
     PYTHONPATH=$PWD python -m tests.support.olmocr_agreement [--repeat 1] [--json FILE]
