@@ -229,7 +229,7 @@ def test_the_wait_after_the_kv_cache_from_the_committed_flashinfer_phases():
     ninja = (REPO / "lab" / "2026-12-03-h200-seven-variant-study" / "flashinfer-wait" / "B-sampling.ninja_log")
     link_end_ms = max(int(x.split("\t")[1]) for x in ninja.read_text().splitlines()[1:])
     assert 90_000 < link_end_ms < 100_000  # the build itself: the wait is the build
-    study = [engine_from_log(_log(f"{day}study/runs/{v}/server.log.gz")) for v in
+    study = [engine_from_log(_log(f"{day}session.tar.gz:study/runs/{v}/server.log.gz")) for v in
              ("bf16", "fp8-all", "nvfp4-all", "mixed", "fp8-dynamic", "nvfp4", "w4a16-all-marlin")]
     assert [(e.profile_wait_s, e.warmup_wait_s) for e in study] == [(11.0, 11.0), (11.0, 7.0), (11.0, 11.0),
                                                                      (11.0, 6.0), (1.0, 3.0), (0.0, 3.0), (1.0, 3.0)]

@@ -63,10 +63,10 @@ COMMITTED = {
     "2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/server.log":
         {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}},
     # the 2026-12-03 H200 study: the same recipe with VLLM_DISABLED_KERNELS=MacheteLinearKernel logs Marlin only
-    "2026-12-03-h200-seven-variant-study/study/runs/w4a16-all-marlin/server.log.gz":
+    "2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/w4a16-all-marlin/server.log.gz":
         {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}},
-    "2026-12-03-h200-seven-variant-study/study/runs/nvfp4-all/server.log.gz": {FP4[0]: {FP4[1]: 1}},
-    "2026-12-03-h200-seven-variant-study/study/runs/mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
+    "2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/nvfp4-all/server.log.gz": {FP4[0]: {FP4[1]: 1}},
+    "2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
 }
 
 
@@ -118,7 +118,7 @@ def test_the_two_committed_w4a16_runs_are_told_apart_by_their_records():
     """Kernel truth on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
     (2026-12-03) — the same recipe — differ in run.json's kernels and in the environment it records."""
     default = json.loads(_log("2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/run.json"))
-    marlin = json.loads((RESULTS / "2026-12-03-h200-seven-variant-study/study/runs/w4a16-all-marlin/run.json").read_text())
+    marlin = json.loads(_log("2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/w4a16-all-marlin/run.json"))
     assert default["kernels"] != marlin["kernels"] == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}
     assert marlin["engine"]["env"]["VLLM_DISABLED_KERNELS"] == "MacheteLinearKernel"
     assert "VLLM_DISABLED_KERNELS" not in (default["engine"].get("env") or {})
