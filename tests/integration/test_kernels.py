@@ -46,11 +46,11 @@ COMMITTED = {
     "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-fp8-dynamic/server.log.gz": {FP8[0]: {FP8[1]: 1}},
     "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 1}},
     "2026-11-29-h200-4b-speed/session.tar.gz:speed/sweep-mixed/server.log.gz": {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
-    "2026-11-30-h200-serving-options/sweeps/bf16/server.log.gz": {},
-    "2026-11-30-h200-serving-options/sweeps/fp8-all/server.log.gz": {FP8[0]: {FP8[1]: 2}},
-    "2026-11-30-h200-serving-options/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
-    "2026-11-30-h200-parallel-studies/sweeps/nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 2}},
-    "2026-11-30-h200-parallel-studies/sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-serving-options/session.tar.gz:sweeps/bf16/server.log.gz": {},
+    "2026-11-30-h200-serving-options/session.tar.gz:sweeps/fp8-all/server.log.gz": {FP8[0]: {FP8[1]: 2}},
+    "2026-11-30-h200-serving-options/session.tar.gz:sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 2}},
+    "2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
     "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4/server.log":
         {FP4[0]: {FP4[1]: 1}},
     "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4-emulation/server.log":
@@ -83,7 +83,7 @@ def test_other_using_lines_of_a_real_log_are_not_kernels():
     """The committed mixed log also says "Using FlashInfer for top-p & top-k sampling", "Using FLASH_ATTN
     attention backend", "Using Triton/FLA GDN prefill kernel", "Using AttentionBackendEnum.FLASH_ATTN for
     MMEncoderAttention": none of them is a linear kernel."""
-    text = _log("2026-11-30-h200-parallel-studies/sweeps/mixed/server.log.gz")
+    text = _log("2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/mixed/server.log.gz")
     for line in ("Using FlashInfer for top-p", "attention backend out of potential", "GDN prefill kernel",
                  "for MMEncoderAttention"):
         assert line in text
@@ -200,7 +200,9 @@ def test_gemm_time_of_a_w4a16_step_and_its_refusals():
 # --- run.json 2 and summary.json 3 ----------------------------------------------------------------------------
 
 def test_old_run_json_reads_with_its_one_kernel_and_no_count(tmp_path):
-    old = RESULTS / "2026-11-30-h200-parallel-studies" / "sweeps" / "mixed" / "run.json"
+    old = tmp_path / "old" / "run.json"  # a schema-1 run.json of 2026-11-30b's sweeps, packed with that session
+    old.parent.mkdir()
+    old.write_text(_log("2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/mixed/run.json"))
     obj = json.loads(old.read_text())
     assert obj["schema_version"] == 1 and obj["kernels"] == {FP8[0]: FP8[1], FP4[0]: FP4[1]}
     m = read_record_file(RunManifest, old)
