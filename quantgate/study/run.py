@@ -451,9 +451,10 @@ def _report(ctx: _Ctx, scores: Scores) -> Summary:
     st, out = ctx.st, ctx.out
     with ctx.clock.stage("report", "compare and report", unit=None):
         if ctx.st.speed is not None and ctx.st.speed.profile:
-            from quantgate.study.profile import write_cost_table
+            from quantgate.study.profile import write_cost_table, write_prefill_table
 
             write_cost_table(out, ctx.clock.console.detail)
+            write_prefill_table(out, [v.name for v in st.variants], st.baseline, ctx.clock.console.detail)
         decisions: dict[str, SequentialDecision] = {}
         pages_file = judged_pages(ctx.pages_dir, out)
         verdicts, lm_verdicts = study_verdicts(st, out, pages_file=pages_file, decisions=decisions)
