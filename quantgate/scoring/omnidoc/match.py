@@ -157,7 +157,9 @@ def _columns(cost: np.ndarray, truth: list[str], pred: list[str]) -> list[tuple[
     return columns
 
 
-def quick_match(truth: list[str], pred: list[str]) -> list[Pair]:
+def quick_match(truth: list[str], pred: list[str], v15: bool = False) -> list[Pair]:
+    """``v15``: the leftovers as OmniDocBench v1.5 (upstream 523fd1d) pairs them — by normalised rather than raw
+    edit distance, and an unmatched truth block counted once rather than twice."""
     from scipy.optimize import linear_sum_assignment
 
     if not truth:
@@ -190,13 +192,15 @@ def quick_match(truth: list[str], pred: list[str]) -> list[Pair]:
     left_truth = list(set(range(len(truth))) - placed)
     left_pred = list(set(range(len(pred))) - used_pred)
     if left_pred and left_truth:
-        dist = np.array([[_lev(truth[i], pred[j]) for j in left_pred] for i in left_truth])
+        dist = np.array([[(ned if v15 else _lev)(truth[i], pred[j]) for j in left_pred] for i in left_truth])
         rows, cols = linear_sum_assignment(dist)
         pairs += [((left_truth[r],), (left_pred[c],)) for r, c in zip(rows, cols, strict=True)]
         assigned = {left_truth[r] for r in rows}
         pairs += [((i,), ()) for i in sorted(left_truth) if i not in assigned]
     elif left_pred:
         pairs.append(((), tuple(sorted(left_pred))))
+    elif v15:
+        pairs += [((i,), ()) for i in sorted(left_truth)]
     else:  # each twice: once in set order, once in index order (merge_duplicates_add_unmatched)
         pairs += [((i,), ()) for i in left_truth] + [((i,), ()) for i in sorted(left_truth)]
     return pairs
