@@ -225,7 +225,7 @@ def neighbour_notes(layout: ServerLayout | None) -> list[str]:
     return ["speed measured with the study's other servers of this wave up and idle beside it (servers: all_at_once); "
             "on an H200 (2026-12-04) bf16 and fp8-dynamic measured alone and beside three idle servers gave "
             "speed-ups that agree with those measured alone within their 90 % intervals, the median wave's tok/s "
-            "-4 % to +8 % of alone's, the drift between studies (lab/2026-12-04-ten-minutes/neighbours.json)"]
+            "-4 % to +9 % of alone's, the drift between studies (lab/2026-12-04-ten-minutes/neighbours.json)"]
 
 
 def _manifest(o: ServeOptions, h: ServeHooks, backend: Backend, variant: Path, pageset_dir: Path,
