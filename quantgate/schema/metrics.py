@@ -148,6 +148,21 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
          "one swap of two blocks on one page in five, on pages of about twenty blocks",
          "OmniDocBench reading-order edit distance over the matched text blocks' truth order"),
     )),
+    # OmniDocBench v1.5 (hybrid matching; docs/metrics.md): the same margins as v1.0's, for the same reasons
+    *(MetricSpec(name=n, bound="range_if_changed", higher_is_better=hib, range=(0.0, 1.0), margin=m, margin_why=why, doc=doc,
+                 family="omnidoc15")
+      for n, hib, m, why, doc in (
+        ("omnidoc15_text_edit", False, 0.01, "one character in a hundred of the page's matched text blocks",
+         "OmniDocBench v1.5 text edit distance (hybrid matching: a formula matched to text is scored as text)"),
+        ("omnidoc15_formula_edit", False, 0.02,
+         "one LaTeX token character in fifty (normalised LaTeX varies more than text between equal renderings)",
+         "OmniDocBench v1.5 display-formula edit distance: the edit-distance fallback, not CDM (no LaTeX here)"),
+        ("omnidoc15_table_teds", True, 0.02, "about one wrong cell in a 7 x 7 table (one node of ~57)",
+         "OmniDocBench v1.5 table TEDS, the page's mean over its truth tables (a LaTeX table scores 0)"),
+        ("omnidoc15_reading_order", False, 0.02,
+         "one swap of two blocks on one page in five, on pages of about twenty blocks",
+         "OmniDocBench v1.5 reading-order edit distance over the matched text blocks' truth order"),
+    )),
     # a rule score has no proven truth-free bound: a changed output may move it anywhere in [0, 1]
     MetricSpec(name="parsebench_content", bound="range_if_changed", higher_is_better=True, range=(0.0, 1.0), margin=0.02,
                margin_why="one word in fifty lost from a page whose only rules are its missing-word bag",

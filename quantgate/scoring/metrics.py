@@ -149,10 +149,13 @@ def _checks(pred: str, checks: list[dict]) -> float | None:
 
 
 def _register_omnidoc() -> None:
+    from quantgate.scoring.omnidoc import v15
     from quantgate.scoring.omnidoc.adapter import metric_fn
 
     for name in FAMILIES["omnidoc"]:
         metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(metric_fn(name))
+    for name in FAMILIES["omnidoc15"]:  # v1.5 reads the same block-level truth
+        metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(v15.metric_fn(name))
 
 
 _register_omnidoc()

@@ -7,12 +7,20 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import tarfile
 
 import pytest
 
 from tests.support.paths import REPO
 
 SESSION = REPO / "lab" / "2026-12-02-h200-4b-study"
+
+
+def _unpacked(tmp_path):
+    """The 2026-12-02 session's files, packed in its session.tar.gz, unpacked in-process into ``tmp_path``."""
+    with tarfile.open(SESSION / "session.tar.gz") as t:
+        t.extractall(tmp_path / "session", filter="data")
+    return tmp_path / "session"
 
 
 def _check():
@@ -23,20 +31,21 @@ def _check():
 
 
 def test_predicted_speedup_beside_the_served_one(tmp_path):
+    session = _unpacked(tmp_path)
     prof = tmp_path / "speed"
     for v in ("bf16", "fp8-all"):
         (prof / v).mkdir(parents=True)
-        (prof / v / "c1.profile.json").write_bytes(gzip.decompress((SESSION / "prof" / v / "c1.profile.json.gz").read_bytes()))
+        (prof / v / "c1.profile.json").write_bytes(gzip.decompress((session / "prof" / v / "c1.profile.json.gz").read_bytes()))
     twin = json.loads((prof / "fp8-all" / "c1.profile.json").read_text()) | {"variant": "fp8-twin"}
     (prof / "fp8-twin").mkdir()
     (prof / "fp8-twin" / "c1.profile.json").write_text(json.dumps(twin))
     out = tmp_path / "check.json"
     assert _check().main(["--step-profiles", str(prof), "--table-from", "bf16,fp8-twin", "--study",
-                          str(SESSION / "study"), "-o", str(out)]) == 0
+                          str(session / "study"), "-o", str(out)]) == 0
     r = json.loads(out.read_text())
     (c,) = r["checks"]
     assert (c["variant"], c["concurrency"]) == ("fp8-all", 1)
-    served = json.loads((SESSION / "study" / "summary.json").read_text())
+    served = json.loads((session / "study" / "summary.json").read_text())
     iv = next(v for v in served["variants"] if v["name"] == "fp8-all")["speedup_interval"]["1"]
     assert c["served_speedup"] == iv["ratio"] and c["served_waves"] == 3
     assert c["served_low"] <= c["served_speedup"] <= c["served_high"]

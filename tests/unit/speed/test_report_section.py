@@ -16,14 +16,23 @@ from quantgate.speed.report import markdown_lines, step_rows
 SESSION = Path(__file__).resolve().parents[3] / "lab" / "2026-12-02-h200-4b-study"
 
 
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> Path:
+    """The session's files, packed in its session.tar.gz (README there), unpacked in-process once."""
+    d = tmp_path_factory.mktemp("dec02")
+    with tarfile.open(SESSION / "session.tar.gz") as t:
+        t.extractall(d, filter="data")
+    return d
+
+
 @pytest.fixture
-def study(tmp_path: Path) -> Path:
-    shutil.copy(SESSION / "study" / "summary.json", tmp_path / "summary.json")
+def study(tmp_path: Path, session: Path) -> Path:
+    shutil.copy(session / "study" / "summary.json", tmp_path / "summary.json")
     for v in ("bf16", "fp8-all"):
         (tmp_path / "speed" / v).mkdir(parents=True)
         (tmp_path / "speed" / v / "c1.profile.json").write_bytes(
-            gzip.decompress((SESSION / "prof" / v / "c1.profile.json.gz").read_bytes()))
-    gbs = json.loads((SESSION / "hbm.json").read_text())["hbm_copy_gbs"]
+            gzip.decompress((session / "prof" / v / "c1.profile.json.gz").read_bytes()))
+    gbs = json.loads((session / "hbm.json").read_text())["hbm_copy_gbs"]
     (tmp_path / "speed" / "copy-bandwidth.json").write_text(json.dumps(
         {"schema_version": 1, "kind": "quantgate.copy_bandwidth", "gbs": gbs, "source": "hbm.json"}))
     return tmp_path
@@ -73,16 +82,14 @@ def test_a_study_without_profiles_gets_no_section(study):
     assert markdown_lines(study) == []
 
 
-def test_speed_profile_into_a_study_rewrites_its_report(study):
+def test_speed_profile_into_a_study_rewrites_its_report(study, session):
     """``speed-profile -o STUDY/speed``: the bandwidth recorded, the levels already profiled kept (no server
     started), and the study's report.md / report.html written again with the section."""
     from quantgate.cli import main
 
-    with tarfile.open(SESSION / "session.tar.gz") as t:  # the session's files beside its read ones, packed
-        for v in ("bf16", "fp8-all"):
-            (study / "variants" / v).mkdir(parents=True)
-            (study / "variants" / v / "quantgate.json").write_bytes(
-                t.extractfile(f"study/variants/{v}/quantgate.json").read())
+    for v in ("bf16", "fp8-all"):
+        (study / "variants" / v).mkdir(parents=True)
+        shutil.copy(session / "study" / "variants" / v / "quantgate.json", study / "variants" / v / "quantgate.json")
     (study / "speed" / "copy-bandwidth.json").unlink()
     assert not (study / "report.md").exists()
     rc = main(["speed-profile", str(study / "variants" / "bf16"), str(study / "variants" / "fp8-all"),
