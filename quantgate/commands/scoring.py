@@ -33,7 +33,7 @@ def register(sub) -> None:
                    help="a run folder (requests.jsonl) or a folder of output files, searched in sub-folders too")
     s.add_argument("-o", "--output", required=True, type=Path, help="scores.jsonl to write")
     s.add_argument("--metrics", default=None, help="comma list (default: ned,cer,wer,bow_f1,table_teds,checks); 'omnidoc' adds "
-                   "OmniDocBench's block-matched family (omnidoc_text_edit, …; docs/metrics.md)")
+                   "OmniDocBench's block-matched family (omnidoc_text_edit, …; docs/metrics.md), 'omnidoc15' its v1.5 one")
     s.add_argument("--split", default="heldout", help="calibration, heldout or all (default heldout)")
     s.add_argument("--concurrency", type=concurrency_level, default=None,
                    help="which level of a run to score (default: lowest)")
@@ -117,13 +117,16 @@ def cmd_score(a: argparse.Namespace) -> int:
     n_empty = sum(r.empty for r in rows)
     n_missing = sum(r.error == "missing" for r in rows)
     failed, truncated = not_scored(rows), [r.page_id for r in rows if r.truncated]
-    omnidoc = None
-    if any(m.needs == "omnidoc" for m in metrics):
-        from quantgate.scoring.omnidoc.adapter import set_scores
+    omnidoc = omnidoc15 = None
+    families = {m.spec.family for m in metrics}
+    if families & {"omnidoc", "omnidoc15"}:
+        from quantgate.scoring.omnidoc import adapter, v15
         from quantgate.scoring.scores import model_texts
 
         # whole-set values over the model's outputs: a page whose request failed is left out, as in the rows
-        omnidoc = set_scores(model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed})
+        texts, truths = model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed}
+        omnidoc = adapter.set_scores(texts, truths) if "omnidoc" in families else None
+        omnidoc15 = v15.set_scores(texts, truths) if "omnidoc15" in families else None
     empty_bar = None
     if any(m.name == "checks" for m in metrics):
         from quantgate.scoring.olmocr_checks import empty_output_mean
@@ -142,6 +145,8 @@ def cmd_score(a: argparse.Namespace) -> int:
                     "truncated": truncated,
                     "metrics": [x.model_dump() | {"not_scored": len(rows) - x.n} for x in summ]}
                    | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {})
+                   | ({"omnidoc15": omnidoc15.model_dump() | {"overall": None, "overall_why": v15.OVERALL_WHY}}
+                      if omnidoc15 else {})
                    | ({"checks_empty_output": empty_bar} if empty_bar is not None else {}))
         return 0
     if failed:
@@ -172,6 +177,16 @@ def cmd_score(a: argparse.Namespace) -> int:
                 print(f"  {name:<{width}}{'n/a' if v is None else f'{v:.4f}':>8}   ({n} pages scored, "
                       f"{omnidoc.pages_with_truth - n} without its category)")
         for note in omnidoc.notes:
+            print(f"  note: {note}")
+    if omnidoc15:
+        print(f"OmniDocBench v1.5 whole-set values as upstream aggregates them, {omnidoc15.pages_with_truth} pages "
+              "with truth:")
+        for name, v in omnidoc15.set_values.items():
+            n = omnidoc15.pages_scored[name]
+            print(f"  {name:<{width}}{'n/a' if v is None else f'{v:.4f}':>8}   ({n} pages scored, "
+                  f"{omnidoc15.pages_with_truth - n} without its category)")
+        print(f"  {v15.OVERALL_WHY}")
+        for note in omnidoc15.notes:
             print(f"  note: {note}")
     print(f"{len(rows) - len(failed)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")
     return 0

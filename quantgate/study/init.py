@@ -221,9 +221,10 @@ def choose_metrics(pf: PageFacts) -> list[tuple[list[str], str]]:
     if pf.tables:
         out.append((["table_teds"], "the truth has tables (HTML or pipe tables), scored by tree edit distance"))
     if pf.omnidoc:
-        family = [m for m, spec in METRICS.items() if spec.family == "omnidoc"]
+        # v1.5 is the protocol the field reports now (v1.0 values do not compare with it); v1.0 stays by name
+        family = [m for m, spec in METRICS.items() if spec.family == "omnidoc15"]
         out.append((family, f"{pf.omnidoc} page(s) have OmniDocBench block records (layout_dets), scored "
-                    "block-matched as OmniDocBench does"))
+                    "block-matched as OmniDocBench v1.5 does"))
     if pf.heldout_checks:
         out.append((["checks"], f"{pf.heldout_checks} olmOCR-bench check(s) on the pages (share passed)"))
     return out
