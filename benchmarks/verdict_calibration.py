@@ -108,7 +108,7 @@ def run_cell(dist: str, n: int, k: float, studies: int, resamples: int, seed: in
         floor = np.maximum(np.abs(eb.lo), np.abs(eb.hi))
         zero = np.all(d == 0, axis=1)
         for key in keys:
-            v, r = stats.classify(n, b.mean, b.lo, b.hi, zero, floor if key.startswith("noise") else None, MARGIN,
+            v, r = stats.classify(n, b, zero, floor if key.startswith("noise") else None, MARGIN,
                                   min_pages=2 if key.endswith("lifted") else stats.MIN_PAGES)
             np.add.at(counts[key], (v, r), 1)
         if compare_methods:

@@ -321,8 +321,9 @@ def judge(docs, cell: Cell, alpha: float, counts, look_alpha: float | None = Non
     if cell.lifted:
         pr, dr, bounded = 0, 0, True
     zero = (docs.sumsq == 0).all(axis=1)
-    v, r = C.classify(cl, b, cell.margin, all_zero=zero, outputs_identical=zero, floor=None, pages_rule=pr,
-                      documents_rule=dr, bounded_ok=bounded, min_documents=2 if cell.lifted else C.MIN_DOCUMENTS)
+    v, r = C.classify(cl, b, cell.margin, C.Facts(pages_rule=pr, documents_rule=dr, bounded_ok=bounded, all_zero=zero,
+                                                 outputs_identical=zero, noise_floor=None),
+                      C.Rules(min_documents=2 if cell.lifted else C.MIN_DOCUMENTS))
     return v, r, cl
 
 
@@ -486,8 +487,8 @@ def delivered_power(pilots: int, resamples: int, shift_margins: float) -> dict:
         docs = C.Documents(np.ones_like(xi), xi, xi * xi, xi.copy())
         cli = C.cluster_summary(docs)
         bi = C.cluster_bounds(docs, MARGIN, ALPHA, list(C.resample_counts(int(n), resamples, _seed("fresh", i))), cli)
-        v, _ = C.classify(cli, bi, MARGIN, all_zero=False, outputs_identical=False, floor=None, pages_rule=pr,
-                          documents_rule=pr, bounded_ok=bounded[i])
+        v, _ = C.classify(cli, bi, MARGIN, C.Facts(pages_rule=pr, documents_rule=pr, bounded_ok=bounded[i],
+                                                   all_zero=False, outputs_identical=False, noise_floor=None))
         wins += int(v[0] == 0)
     return {"pilots": pilots, "pilot_pages": 50, "true_shift": shift, "planned_at": shift,
             "pages_needed_median": float(np.median(sizes)), "pages_needed_range": [int(sizes.min()), int(sizes.max())],

@@ -402,8 +402,6 @@ def _long_signatures(paths: list[Path]) -> list[str]:
     return long
 
 
-@pytest.mark.xfail(strict=False, reason="until the verdict's settings travel as one record (VerdictSettings) "
-                                        "through judge/ and schema/verdict.py")
 def test_verdict_functions_take_their_settings_as_one_record():
     paths = sorted((PKG / "judge").rglob("*.py")) + [PKG / "schema" / "verdict.py"]
     long = _long_signatures(paths)

@@ -33,6 +33,7 @@ import hashlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -51,7 +52,6 @@ from quantgate.schema.verdict import (
     ReasonName,
     VerdictName,
     VerdictSettings,
-    check_resamples,
 )
 
 # The bounded test stakes at most 90% of what a page (document) at the worst damage would take: one such
@@ -402,9 +402,44 @@ def check_floor(metric: str, floor, lo: float = 0.0, hi: float = 1.0) -> float |
 
 # --- decisions -------------------------------------------------------------------------------------
 
-def classify(cl: Cluster, b: Bounds, margin: float, *, all_zero, outputs_identical, floor, pages_rule,
-             documents_rule, bounded_ok, baseline_ok=True, min_pages: int = MIN_PAGES,
-             min_documents: int = MIN_DOCUMENTS, equivalence: bool = False) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Rules:
+    """The settings the verdict's rules read beside the margin, in one record: a verdict builds it from its
+    :class:`VerdictSettings` (``Rules.of``, the one place); the calibration simulations, which judge many studies
+    under settings no user would declare (a lifted minimum), build it themselves. Scalars: one set per call."""
+
+    alpha: float = ALPHA  # one-sided, each end; the count rule's and the bounded test's level
+    power: float = DEFAULT_POWER
+    min_pages: int = MIN_PAGES
+    min_documents: int = MIN_DOCUMENTS
+    equivalence: bool = False
+
+    @classmethod
+    def of(cls, settings: VerdictSettings) -> Rules:
+        s = settings
+        return cls(alpha=s.alpha, power=s.power, min_pages=s.min_pages, min_documents=s.min_documents,
+                   equivalence=s.equivalence)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What each study's pages showed, that the rules judge: arrays of S studies (or scalars, broadcast).
+    ``pages_rule``/``documents_rule``: the rare-failure counts a pass needs (effective pages, documents);
+    ``bounded_ok``: the bounded test rejected; ``all_zero``: every page difference is 0; ``outputs_identical``:
+    every output hash matches; ``noise_floor``: the baseline's shift against itself (None: no noise run);
+    ``baseline_ok``: the baseline's own score is on the readable side of its floor."""
+
+    pages_rule: Any
+    documents_rule: Any
+    bounded_ok: Any
+    all_zero: Any
+    outputs_identical: Any
+    noise_floor: Any  # None: no noise run
+    baseline_ok: Any = True
+
+
+def classify(cl: Cluster, b: Bounds, margin: float, facts: Facts, rules: Rules = Rules()
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and reason codes (indices into VERDICTS / REASONS) for S studies, the first rule that applies:
     baseline unfit → too few pages → too few documents → identical (a pass only once rare failures are
     ruled out) → noise floor above the margin → interval beyond the margin (a regression needs no count
@@ -414,14 +449,15 @@ def classify(cl: Cluster, b: Bounds, margin: float, *, all_zero, outputs_identic
     (P(no page worse | mean ≤ −m) ≤ (1 − m/D)^n) — the bounded test rejects (``bounded_ok``)."""
     shape = cl.mean.shape
     full = lambda x, dt: np.broadcast_to(np.asarray(x, dt), shape)  # noqa: E731
-    all_zero, ident, base = full(all_zero, bool), full(outputs_identical, bool), full(baseline_ok, bool)
-    floor = full(np.nan if floor is None else floor, float)
-    counts_ok = (cl.effective_n >= full(pages_rule, float)) & (cl.documents >= full(documents_rule, float))
-    rare_ok = counts_ok & full(bounded_ok, bool)
+    f = facts
+    all_zero, ident, base = full(f.all_zero, bool), full(f.outputs_identical, bool), full(f.baseline_ok, bool)
+    floor = full(np.nan if f.noise_floor is None else f.noise_floor, float)
+    counts_ok = (cl.effective_n >= full(f.pages_rule, float)) & (cl.documents >= full(f.documents_rule, float))
+    rare_ok = counts_ok & full(f.bounded_ok, bool)
     lo, hi = b.lo, b.hi
-    inside = (lo > -margin) & (hi < margin) if equivalence else lo > -margin
-    worse, better = hi < -margin, (lo > margin) & equivalence
-    few_p, few_d = cl.pages < min_pages, np.full(shape, cl.documents < min_documents)
+    inside = (lo > -margin) & (hi < margin) if rules.equivalence else lo > -margin
+    worse, better = hi < -margin, (lo > margin) & rules.equivalence
+    few_p, few_d = cl.pages < rules.min_pages, np.full(shape, cl.documents < rules.min_documents)
     V, R = VERDICTS.index, REASONS.index
     conds = [~base, few_p, few_d, all_zero & counts_ok & ident, all_zero & counts_ok, all_zero, floor > margin, worse,
              better, inside & rare_ok, inside]
@@ -444,9 +480,8 @@ class Plan:
     shift: float
 
 
-def plan(cl: Cluster, b: Bounds, margin: float, *, damage_document, alpha: float = ALPHA,
-         power: float = DEFAULT_POWER, expected_shift: float = 0.0, pages_rule=0, documents_rule=0,
-         min_pages: int = MIN_PAGES, min_documents: int = MIN_DOCUMENTS) -> Plan:
+def plan(cl: Cluster, b: Bounds, margin: float, *, damage_document, rules: Rules = Rules(),
+         expected_shift: float = 0.0, pages_rule=0, documents_rule=0) -> Plan:
     """Pages (and documents) for a pass with probability ``power`` if the true shift is ``expected_shift``
     (oriented; 0: the candidate no different) — a planning alternative, never the observed shift (that is
     post-hoc power: near the margin it delivers about 62% of a promised 80%). Documents like the
@@ -458,6 +493,7 @@ def plan(cl: Cluster, b: Bounds, margin: float, *, damage_document, alpha: float
     growth-optimal stake within its cap) with sd λσ·√G', so g·G' − z_power·λσ·√G' ≥ ln(1/α). Never below
     the count rules (pages_rule·deff effective pages, documents_rule documents) or the minimums. None
     (both) when no size passes: shift ≤ −margin."""
+    alpha, power, min_pages, min_documents = rules.alpha, rules.power, rules.min_pages, rules.min_documents
     gap = expected_shift + margin
     if not gap > 0:
         return Plan(None, None, expected_shift)
@@ -570,15 +606,16 @@ def decide(d, document_ids: Sequence[str], settings: VerdictSettings, evidence: 
     else:
         damage_ceiling = max(1.0, float(np.abs(np.asarray(d, dtype=np.float64)).max(initial=0.0)))
     noise, baseline_score, n_resamples, seed = ev.noise, ev.baseline_score, s.n_resamples, s.seed
-    min_pages, min_documents, power, order_seed = s.min_pages, s.min_documents, s.power, ev.order_seed
+    power, order_seed = s.power, ev.order_seed
     expected_shift = -s.expected_shift  # oriented: higher is better
-    if not (math.isfinite(margin) and 0 < margin < damage_ceiling):
-        raise ValueError(f"margin {margin!r}: must be a finite number > 0 and below the metric's range")
+    # the margin itself was checked where the settings were made (schema.metrics.margin_problem); what is left is
+    # the range it is judged against, the data's own for a metric with none registered
+    if not margin < damage_ceiling:
+        raise ValueError(f"margin {margin!r}: must be below the metric's range {damage_ceiling:g}")
     for name, a in (("alpha", alpha), ("look_alpha", alpha if look_alpha is None else look_alpha)):
         if not 0 < a < 0.5:
             raise ValueError(f"{name} {a!r}: a one-sided level in (0, 0.5)")
     interval_alpha = alpha if look_alpha is None else look_alpha
-    check_resamples(n_resamples)
     D_decl = check_damage("worst_page_damage", s.worst_page_damage, margin, damage_ceiling)
     Dd_decl = check_damage("worst_document_damage", s.worst_document_damage, margin, D_decl or damage_ceiling)
     docs, ids = documents_of(d, document_ids)
@@ -605,15 +642,16 @@ def decide(d, document_ids: Sequence[str], settings: VerdictSettings, evidence: 
     ordered = [pos[x] for x in document_order(ids, order_seed)]
     in_order = Documents(*(a[:, ordered] for a in (docs.pages, docs.total, docs.sumsq, docs.worst)))
     wealth = float(log_wealth(in_order, margin, Dd)[0, -1])
-    v, r = classify(cl, b, margin, all_zero=all_zero, outputs_identical=bool(ev.outputs_identical), floor=floor,
-                    pages_rule=pages_rule, documents_rule=docs_rule, bounded_ok=wealth >= math.log(1 / alpha),
-                    baseline_ok=ok, min_pages=min_pages, min_documents=min_documents, equivalence=s.equivalence)
+    rules = Rules.of(s)
+    v, r = classify(cl, b, margin, Facts(pages_rule=pages_rule, documents_rule=docs_rule,
+                                         bounded_ok=wealth >= math.log(1 / alpha), all_zero=all_zero,
+                                         outputs_identical=bool(ev.outputs_identical), noise_floor=floor,
+                                         baseline_ok=ok), rules)
     verdict, reason = VERDICTS[int(v[0])], REASONS[int(r[0])]
     need = Plan(None, None, expected_shift)
     if verdict == "inconclusive" and reason != "baseline_unfit":
-        need = plan(cl, b, margin, damage_document=Dd, alpha=alpha, power=power, expected_shift=expected_shift,
-                    pages_rule=pages_rule, documents_rule=docs_rule, min_pages=min_pages,
-                    min_documents=min_documents)
+        need = plan(cl, b, margin, damage_document=Dd, rules=rules, expected_shift=expected_shift,
+                    pages_rule=pages_rule, documents_rule=docs_rule)
         if reason == "noise_exceeds_margin" and need.documents is not None and floor is not None:
             need = _with_noise(need, cluster_summary(edocs), float(floor[0]), margin, alpha, power)
     lo_from = ("unbounded" if not np.isfinite(b.lo[0]) else

@@ -17,6 +17,7 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.verdict import (
     PAGES_WORSE_LISTED,
     DamageSource,
+    Outcome,
     ReasonName,
     Verdict,
     VerdictSettings,
@@ -186,26 +187,27 @@ def compare_scores(baseline: Rows, candidate: Rows, settings: VerdictSettings, *
     worse = sorted((float(x), i) for x, i in zip(d, ids, strict=True) if x < -c.worse_threshold)
     level = None if look_alpha is None else dict(confidence=1 - 2 * look_alpha, alpha=look_alpha)
     lo, hi = within_range(dec.ci_low, dec.ci_high, ceiling)
-    return new_verdict(c, verdict=verdict, reason=reason, n=len(ids), baseline_mean=float(b.mean()),
-                       candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=lo, hi=hi,
-                       interval=dec.interval, p_regression=dec.p_regression, noise_floor=dec.noise_floor,
-                       noise_delta=None if dec.noise_mean is None else sign * dec.noise_mean,
-                       pages_needed=need, pages_changed=changed, pages_compared=None if changed is None else len(pages),
-                       missing_pages=missing, p_noninferiority=dec.p_noninferiority, **(level or {}),
-                       documents=dec.documents, largest_document=dec.largest_document,
-                       design_effect=dec.design_effect, effective_n=dec.effective_n, min_documents=c.min_documents,
-                       worst_page_damage=dec.worst_page_damage,
-                       worst_page_damage_source=_source(dec.worst_page_damage_source)
-                       if c.worst_page_damage is not None or "exceeded" in dec.worst_page_damage_source
-                       else "metric default",
-                       worst_document_damage=dec.worst_document_damage,
-                       worst_document_damage_source=_source(dec.worst_document_damage_source),
-                       rare_failure_pages=dec.rare_failure_pages, rare_failure_documents=dec.rare_failure_documents,
-                       baseline_score=dec.baseline_score, baseline_floor=dec.baseline_floor, documents_needed=docs_need,
-                       planning_shift=c.expected_shift, lower_bound_from=dec.lower_bound_from,
-                       bounded_log_wealth=dec.bounded_log_wealth, flips=n_flips, flips_source=flip_source,
-                       worse_threshold=c.worse_threshold, pages_worse=len(worse),
-                       pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]])
+    return new_verdict(c, Outcome(
+        verdict=verdict, reason=reason, n=len(ids), baseline_mean=float(b.mean()),
+        candidate_mean=float(cand.mean()), delta=float((cand - b).mean()), lo=lo, hi=hi,
+        interval=dec.interval, p_regression=dec.p_regression, noise_floor=dec.noise_floor,
+        noise_delta=None if dec.noise_mean is None else sign * dec.noise_mean,
+        pages_needed=need, pages_changed=changed, pages_compared=None if changed is None else len(pages),
+        missing_pages=missing, p_noninferiority=dec.p_noninferiority, **(level or {}),
+        documents=dec.documents, largest_document=dec.largest_document,
+        design_effect=dec.design_effect, effective_n=dec.effective_n, min_documents=c.min_documents,
+        worst_page_damage=dec.worst_page_damage,
+        worst_page_damage_source=_source(dec.worst_page_damage_source)
+        if c.worst_page_damage is not None or "exceeded" in dec.worst_page_damage_source
+        else "metric default",
+        worst_document_damage=dec.worst_document_damage,
+        worst_document_damage_source=_source(dec.worst_document_damage_source),
+        rare_failure_pages=dec.rare_failure_pages, rare_failure_documents=dec.rare_failure_documents,
+        baseline_score=dec.baseline_score, baseline_floor=dec.baseline_floor, documents_needed=docs_need,
+        planning_shift=c.expected_shift, lower_bound_from=dec.lower_bound_from,
+        bounded_log_wealth=dec.bounded_log_wealth, flips=n_flips, flips_source=flip_source,
+        worse_threshold=c.worse_threshold, pages_worse=len(worse),
+        pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]]))
 
 
 def too_few_to_judge(baseline: Rows, candidate: Rows, settings: VerdictSettings) -> Verdict | None:
@@ -225,11 +227,12 @@ def too_few_to_judge(baseline: Rows, candidate: Rows, settings: VerdictSettings)
     cand = float(np.mean([candidate[i].value(metric) for i in ids]))
     few_pages = len(ids) < min_pages
     reason: ReasonName = "too_few_pages" if few_pages else "too_few_documents"
-    return new_verdict(c, verdict="inconclusive", reason=reason, n=len(ids), baseline_mean=b, candidate_mean=cand,
-                       delta=cand - b, lo=-spec.margin_ceiling, hi=spec.margin_ceiling, interval="degenerate",
-                       p_regression=1.0, p_noninferiority=1.0, noise_floor=None,
-                       pages_needed=min_pages if few_pages else None, documents=len(docs),
-                       min_documents=min_documents, documents_needed=min_documents)
+    return new_verdict(c, Outcome(
+        verdict="inconclusive", reason=reason, n=len(ids), baseline_mean=b, candidate_mean=cand,
+        delta=cand - b, lo=-spec.margin_ceiling, hi=spec.margin_ceiling, interval="degenerate",
+        p_regression=1.0, p_noninferiority=1.0, noise_floor=None,
+        pages_needed=min_pages if few_pages else None, documents=len(docs),
+        min_documents=min_documents, documents_needed=min_documents))
 
 
 def compare_files(baseline: Path, candidate: Path, settings: VerdictSettings, noise: Path | None = None,

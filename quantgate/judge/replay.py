@@ -24,7 +24,7 @@ from quantgate.schema.run import SequentialStop
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision, Spending
 from quantgate.schema.summary import VariantVerdict
-from quantgate.schema.verdict import DOCUMENT_FIELDS, VerdictSettings, new_verdict
+from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, VerdictSettings, new_verdict
 
 __all__ = ["Plan", "Sides", "replay", "stop_record", "verdict_rows"]
 Rows = dict[str, ScoreRow]
@@ -119,13 +119,13 @@ def verdict_rows(settings: dict[str, VerdictSettings], plan: Plan, dec: Sequenti
         full = compare_scores(base, cand, settings_m, noise=noise, look=Look(pages, s.nominal_alpha)
                               ) if len(ids) >= 2 else None
         extra = {} if full is None else {k: getattr(full, k) for k in DOCUMENT_FIELDS}
-        v = new_verdict(settings_m, verdict=s.verdict, reason=s.reason, n=len(ids),
+        v = new_verdict(settings_m, Outcome(verdict=s.verdict, reason=s.reason, n=len(ids),
                         baseline_mean=float(b.mean()) if ids else 0.0, candidate_mean=float(c.mean()) if ids else 0.0,
                         delta=float((c - b).mean()) if ids else 0.0, lo=lo, hi=hi, interval=s.interval or "degenerate",
                         p_regression=s.p_regression, noise_floor=s.noise_floor, noise_delta=nd,
                         pages_needed=given.min_pages if s.reason == "too_few_pages" else None, pages_changed=changed,
                         pages_compared=None if changed is None else len(pages), confidence=1 - 2 * s.nominal_alpha,
-                        alpha=s.nominal_alpha, **extra)
+                        alpha=s.nominal_alpha, **extra))
         where = f"look {look} of {len(plan.looks)} ({len(pages)} pages, nominal one-sided level {s.nominal_alpha:.2g})"
         msg = v.message
         if s.reason == "ci_straddles_margin":

@@ -94,7 +94,7 @@ def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *
     when several levels are judged on the same pages): verdict and reason codes and the bounds."""
     d = np.atleast_2d(np.asarray(d, dtype=np.float64))
     b = stats.paired_bounds(d, margin, nominal_alpha, indices, moments=moments)
-    v, r = stats.classify(d.shape[1], b.mean, b.lo, b.hi, np.all(d == 0, axis=1), floor, margin,
+    v, r = stats.classify(d.shape[1], b, np.all(d == 0, axis=1), floor, margin,
                           equivalence=equivalence, min_pages=min_pages)
     return v, r, b
 

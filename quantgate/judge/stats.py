@@ -229,11 +229,11 @@ def noise_floor(e: np.ndarray, alpha: float = (1 - DEFAULT_CONFIDENCE) / 2, n_re
 
 # --- decisions -------------------------------------------------------------------------------
 
-def classify(n: int, mean, lo, hi, all_zero, floor, margin: float, *, equivalence: bool = False,
+def classify(n: int, b: Bounds, all_zero, floor, margin: float, *, equivalence: bool = False,
              min_pages: int = MIN_PAGES) -> tuple[np.ndarray, np.ndarray]:
     """Verdict and reason codes (indices into VERDICTS / REASONS), first rule that applies:
-    too few pages → identical outputs → noise floor above the margin → where the interval lies."""
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    too few pages → identical outputs → noise floor above the margin → where the interval ``b`` lies."""
+    lo, hi = np.asarray(b.lo, float), np.asarray(b.hi, float)
     all_zero = np.broadcast_to(np.asarray(all_zero, bool), lo.shape)
     floor = np.broadcast_to(np.asarray(np.nan if floor is None else floor, float), lo.shape)
     inside = (lo > -margin) & (hi < margin) if equivalence else lo > -margin

@@ -36,7 +36,15 @@ import numpy as np
 
 from quantgate.judge import clustered as C
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import MethodName, ReasonName, Verdict, VerdictName, VerdictSettings, new_verdict
+from quantgate.schema.verdict import (
+    MethodName,
+    Outcome,
+    ReasonName,
+    Verdict,
+    VerdictName,
+    VerdictSettings,
+    new_verdict,
+)
 
 __all__ = ["OutputPages", "excess_lower", "truth_free_verdict"]
 
@@ -151,8 +159,8 @@ def truth_free_verdict(pages: OutputPages, settings: VerdictSettings, labeled: V
     estimate = mean_bound - (float((pages.bound[sel] - pages.damage[sel]).mean()) if sel.any() else 0.0)
     sign = -1.0 if s.higher_is_better else 1.0  # damage in the metric's own direction
     flips = int(pages.changed.sum())
-    return new_verdict(
-        s, verdict=verdict, reason=reason, n=len(pages.ids),
+    return new_verdict(s, Outcome(
+        verdict=verdict, reason=reason, n=len(pages.ids),
         baseline_mean=labeled.baseline_mean if labeled else 0.0, candidate_mean=labeled.candidate_mean if labeled
         else 0.0, delta=sign * estimate, lo=-damage_upper, hi=ceiling, interval=dec.interval,
         p_regression=labeled.p_regression if labeled else 1.0, p_noninferiority=dec.p_noninferiority,
@@ -165,4 +173,4 @@ def truth_free_verdict(pages: OutputPages, settings: VerdictSettings, labeled: V
         pages_needed=dec.pages_needed, documents_needed=dec.documents_needed, planning_shift=0.0,
         lower_bound_from=dec.lower_bound_from, bounded_log_wealth=dec.bounded_log_wealth, flips=flips,
         flips_source="texts", method=method, bound_upper=upper, excess_lower=lcb if rectified else None,
-        pages_at_random=int(sel.sum()), **counts)
+        pages_at_random=int(sel.sum()), **counts))

@@ -17,7 +17,15 @@ from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
 from quantgate.schema.speed import MIN_WAVES, SpeedWaves
 from quantgate.schema.summary import Summary
-from quantgate.schema.verdict import MIN_DOCUMENTS, MIN_PAGES, MIN_RESAMPLES, TestName, VerdictSettings
+from quantgate.schema.verdict import (
+    MIN_DOCUMENTS,
+    MIN_PAGES,
+    MIN_RESAMPLES,
+    TestName,
+    VerdictSettings,
+    document_damage_problem,
+    shift_problem,
+)
 
 
 class _S(BaseModel):
@@ -276,8 +284,7 @@ class Study(_S):
                 if m not in self.metrics:
                     raise FieldError((field, m), f"not one of the study's metrics {self.metrics}")
                 problem = (setting_problem(METRICS[m], field, value, used[m]) if field != "expected_shift" else
-                           None if value < used[m] else f"{value:g} must be below the margin {used[m]:g} (no study "
-                           "passes a candidate a whole margin worse)")
+                           shift_problem(value, used[m]))
                 if problem:
                     raise FieldError((field, m), problem)
         if self.speed is not None and self.speed.profile:
@@ -291,9 +298,9 @@ class Study(_S):
                                  f"backend is {self.backend.name!r} (use backend name vllm, or drop speed.profile)")
         for m, value in self.worst_document_damage.items():
             page = self.worst_page_damage.get(m, METRICS[m].damage)
-            if value > page:
-                raise FieldError(("worst_document_damage", m), f"{value:g} is above the worst page damage {page:g}; "
-                                 "a document's mean damage cannot exceed its worst page's")
+            problem = document_damage_problem(value, page)
+            if problem:
+                raise FieldError(("worst_document_damage", m), problem)
         return self
 
     def verdict_settings(self, metric: str) -> VerdictSettings:

@@ -88,6 +88,22 @@ def check_resamples(value: object) -> int:
     return value
 
 
+def shift_problem(shift: object, margin: float) -> str | None:
+    """The rule on a declared ``expected_shift`` (the study's YAML and every verdict use it); None: nothing wrong."""
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not 0 <= shift < margin:
+        return (f"{shift!r} must be >= 0 (how much worse the candidate may truly be) and below the margin {margin:g} "
+                "(no study passes a candidate a whole margin worse)")
+    return None
+
+
+def document_damage_problem(document: float, page: float) -> str | None:
+    """The rule relating the two declared damages (the study's YAML and every verdict use it)."""
+    if document > page:
+        return (f"{document:g} is above the worst page damage {page:g}; a document's mean damage cannot exceed its "
+                "worst page's")
+    return None
+
+
 class VerdictSettings(Record):
     """Every setting a verdict is made with, in one record: the metric, its direction and margin, the test,
     the resampling, the document-level rules and the truth-free ones. Checked once, when it is made (a study's
@@ -158,17 +174,16 @@ class VerdictSettings(Record):
             raise InputError(f"rectify_share {share!r}: must be in (0, 1), the share of alpha spent on the excess")
         D = check_setting(metric, "worst_page_damage", data.get("worst_page_damage"), value)
         Dd = check_setting(metric, "worst_document_damage", data.get("worst_document_damage"), value)
-        if D is not None and Dd is not None and Dd > D:
-            raise InputError(f"worst_document_damage for {metric}: {Dd:g} is above worst_page_damage {D:g}; a "
-                             "document's mean damage cannot exceed its worst page's")
+        problem = None if D is None or Dd is None else document_damage_problem(Dd, D)
+        if problem:
+            raise InputError(f"worst_document_damage for {metric}: {problem}")
         floor = check_setting(metric, "baseline_floor", data.get("baseline_floor"), value)
         if floor is None and metric in METRICS:
             floor = METRICS[metric].baseline_floor
         shift = data.get("expected_shift", 0.0)
-        if not (isinstance(shift, (int, float)) and not isinstance(shift, bool) and 0 <= shift < value):
-            raise InputError(f"expected_shift for {metric}: {shift!r} must be >= 0 (how much worse the candidate "
-                             f"may truly be) and below the margin {value:g} (no study passes a candidate a whole "
-                             "margin worse)")
+        problem = shift_problem(shift, value)
+        if problem:
+            raise InputError(f"expected_shift for {metric}: {problem}")
         worse = data.get("worse_threshold")
         if worse is not None and not (isinstance(worse, (int, float)) and not isinstance(worse, bool) and worse > 0):
             raise InputError(f"worse_threshold for {metric}: {worse!r} must be a number > 0")
@@ -177,9 +192,9 @@ class VerdictSettings(Record):
         return data
 
 
-class Verdict(Record):
-    """One paired comparison (docs/statistics.md). Interval, delta and noise are in the metric's own
-    units and direction; the tests themselves run on differences oriented so that higher is better."""
+class _Head(Record):
+    """What every verdict has said since its first schema: the verdict, its interval, settings and page counts
+    (the first fields of :class:`Verdict`)."""
 
     # 3: documents as the unit: the document-level fields below; 2 is read (they are then None)
     # 4: pages without truth: the method and truth-free fields at the end; 3 and 2 are read (they are then None)
@@ -216,6 +231,13 @@ class Verdict(Record):
     pages_changed: int | None = None  # pages whose output text differs (score rows with output_sha256)
     pages_compared: int | None = None
     missing_pages: list[str] = Field(default_factory=list)
+
+
+class Findings(Record):
+    """What the statistics found beyond the interval: documents, rare failures, the baseline, flips (None in
+    schema-2 verdicts and under exact) and pages without truth (None in schema-3 ones). The last fields of
+    :class:`Verdict`, and part of the :class:`Outcome` a verdict is made from."""
+
     # --- documents, rare failures, the baseline, flips (None in schema-2 verdicts and under exact) ----
     documents: int | None = None  # documents compared (a page without a document is its own)
     largest_document: int | None = None  # pages of the largest
@@ -255,6 +277,13 @@ class Verdict(Record):
     noise_mean_bound: float | None = None  # the baseline re-run's mean bound against the baseline
     noise_flips: int | None = None  # pages whose re-run output differs from the baseline's
 
+
+class Verdict(Findings, _Head):
+    """One paired comparison (docs/statistics.md). Interval, delta and noise are in the metric's own
+    units and direction; the tests themselves run on differences oriented so that higher is better."""
+
+    # The bases in this order: pydantic lists a model's fields from its most basic base up, so the head's come
+    # first and the findings' after them, the order every verdict file has.
     @model_validator(mode="before")
     @classmethod
     def _from_schema_2(cls, obj: Any) -> Any:
@@ -274,30 +303,52 @@ def clean(x: float) -> float:
     return 0.0 if abs(x) < 1e-13 or not math.isfinite(x) else x + 0.0
 
 
-def new_verdict(c: VerdictSettings, *, verdict: VerdictName, reason: ReasonName, n: int, baseline_mean: float,
-                candidate_mean: float, delta: float, lo: float, hi: float, interval: IntervalName, p_regression: float,
-                noise_floor: float | None, noise_delta: float | None = None, pages_needed: int | None = None,
-                pages_changed: int | None = None, pages_compared: int | None = None,
-                missing_pages: list[str] | None = None, confidence: float | None = None,
-                alpha: float | None = None, p_noninferiority: float | None = None, **documents: Any) -> Verdict:
-    """The verdict record. ``lo``/``hi`` are the bounds oriented so that higher is better, as the tests
-    make them; the record holds them in the metric's own direction. ``confidence``/``alpha``: the interval's
-    own level when it is not the comparison's (a sequential look's nominal level). ``p_noninferiority``: when
-    not 1 − p_regression (the document-level verdict's includes the bounded test). ``documents``: the issue-27
-    fields of :class:`Verdict` (documents, design_effect, …)."""
-    ulo, uhi = (lo, hi) if c.higher_is_better else (-hi, -lo)
-    v = Verdict(metric=c.metric, higher_is_better=c.higher_is_better, verdict=verdict, reason=reason, test=c.test,
-                message="", n=n, baseline_mean=baseline_mean, candidate_mean=candidate_mean, delta=clean(delta),
-                ci_low=clean(ulo), ci_high=clean(uhi), confidence=c.confidence if confidence is None else confidence,
-                alpha=c.alpha if alpha is None else alpha, interval=interval, margin=c.margin,
-                requested_margin=c.margin, margin_source=c.margin_source, noise_floor=noise_floor,
-                noise_delta=None if noise_delta is None else clean(noise_delta), seed=c.seed,
-                n_resamples=c.n_resamples, min_pages=c.min_pages, power=c.power, pages_needed=pages_needed,
-                pages_needed_method=POWER_METHOD, p_regression=p_regression,
-                p_noninferiority=1 - p_regression if p_noninferiority is None else p_noninferiority,
-                pages_changed=pages_changed, pages_compared=pages_compared, missing_pages=list(missing_pages or []),
-                **documents)
-    return v.model_copy(update={"message": explain(v, lo, hi)})
+class Outcome(Findings):
+    """What the statistics computed for one verdict: every field of :class:`Verdict` that its settings do not
+    give. ``lo``/``hi`` are the interval's ends oriented so that higher is better, as the tests make them (the
+    verdict holds them in the metric's own direction). ``confidence``/``alpha``: the interval's own level when it
+    is not the settings' (a sequential look's nominal level); ``p_noninferiority``: when not 1 − p_regression
+    (the document-level verdict's includes the bounded test)."""
+
+    verdict: VerdictName
+    reason: ReasonName
+    n: int
+    baseline_mean: float
+    candidate_mean: float
+    delta: float
+    lo: float
+    hi: float
+    interval: IntervalName
+    p_regression: float
+    noise_floor: float | None
+    noise_delta: float | None = None
+    pages_needed: int | None = None
+    pages_changed: int | None = None
+    pages_compared: int | None = None
+    missing_pages: list[str] = Field(default_factory=list)
+    confidence: float | None = None
+    alpha: float | None = None
+    p_noninferiority: float | None = None
+
+
+def new_verdict(c: VerdictSettings, o: Outcome) -> Verdict:
+    """The verdict record, from its settings and what the statistics computed: the interval in the metric's own
+    direction, rounding residue cleaned, and the sentence a reader sees."""
+    ulo, uhi = (o.lo, o.hi) if c.higher_is_better else (-o.hi, -o.lo)
+    found = {k: getattr(o, k) for k in Findings.model_fields}
+    v = Verdict(metric=c.metric, higher_is_better=c.higher_is_better, verdict=o.verdict, reason=o.reason, test=c.test,
+                message="", n=o.n, baseline_mean=o.baseline_mean, candidate_mean=o.candidate_mean,
+                delta=clean(o.delta), ci_low=clean(ulo), ci_high=clean(uhi),
+                confidence=c.confidence if o.confidence is None else o.confidence,
+                alpha=c.alpha if o.alpha is None else o.alpha, interval=o.interval, margin=c.margin,
+                requested_margin=c.margin, margin_source=c.margin_source, noise_floor=o.noise_floor,
+                noise_delta=None if o.noise_delta is None else clean(o.noise_delta), seed=c.seed,
+                n_resamples=c.n_resamples, min_pages=c.min_pages, power=c.power, pages_needed=o.pages_needed,
+                pages_needed_method=POWER_METHOD, p_regression=o.p_regression,
+                p_noninferiority=1 - o.p_regression if o.p_noninferiority is None else o.p_noninferiority,
+                pages_changed=o.pages_changed, pages_compared=o.pages_compared, missing_pages=list(o.missing_pages),
+                **found)
+    return v.model_copy(update={"message": explain(v, o.lo, o.hi)})
 
 
 def explain(v: Verdict, lo: float, hi: float) -> str:
