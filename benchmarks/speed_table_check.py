@@ -46,15 +46,17 @@ def _plan(path: Path) -> list[PlanRow]:
 
 
 def committed() -> dict:
-    a, b = RESULTS / "gpu-2026-11-30", RESULTS / "gpu-2026-11-30b"
-    prof = {**json.loads((a / "profile.json").read_text()), **json.loads((b / "profile.json").read_text())}
+    lab = RESULTS.parents[1] / "lab"  # the two 2026-11-30 GPU sessions' committed results
+    a, b = lab / "2026-11-30-h200-serving-options", lab / "2026-11-30-h200-parallel-studies"
+    prof = {**json.loads(gzip.decompress((a / "profile.json.gz").read_bytes())),
+            **json.loads(gzip.decompress((b / "profile.json.gz").read_bytes()))}
     plans = {"fp8-dynamic": _plan(a / "q4b-fp8-dynamic.quantgate.json.gz"),
              "fp8-all": _plan(a / "q4b-fp8-all.quantgate.json.gz"),
              "nvfp4": _plan(b / "q4b-nvfp4.quantgate.json.gz"), "mixed": _plan(b / "q4b-mixed.quantgate.json.gz")}
     plans["bf16"] = [r.model_copy(update={"format": "bf16"}) for r in plans["fp8-dynamic"]]
     built_from = ["bf16", "fp8-all"]
     table = table_from_profile_json({v: prof[v] for v in built_from}, plans,
-                                    source="lab/2026-11-30-h200-serving-options/profile.json")
+                                    source="lab/2026-11-30-h200-serving-options/profile.json.gz")
     checks = []
     for v in prof:
         if v in built_from:

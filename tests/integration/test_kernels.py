@@ -134,7 +134,7 @@ def test_two_processes_count_twice():
 
 def _profiles():
     for day in ("2026-11-30-h200-serving-options", "2026-11-30-h200-parallel-studies"):
-        for name, entry in json.loads((RESULTS / day / "profile.json").read_text()).items():
+        for name, entry in json.loads(gzip.decompress((RESULTS / day / "profile.json.gz").read_bytes())).items():
             yield f"{day}/{name}", entry
 
 
@@ -157,7 +157,7 @@ def test_profiled_gemm_kernels_are_the_ones_the_log_named(key, entry):
 def test_mixed_profile_splits_as_the_docs_say():
     """lab/2026-11-30-h200-parallel-studies/findings.md: mixed's 2.384 ms of GEMM per step — Marlin 0.98, Cutlass FP8 0.58, a Triton
     kernel with fused activation quantization 0.18, the LM head (cuBLAS) 0.29."""
-    entry = json.loads((RESULTS / "2026-11-30-h200-parallel-studies" / "profile.json").read_text())["mixed"]
+    entry = json.loads(_log("2026-11-30-h200-parallel-studies/profile.json.gz"))["mixed"]
     s = gemm_time_from_profile(entry)
     assert round(s["MarlinNvFp4LinearKernel"].ms_per_step, 2) == 0.98
     assert round(s["CutlassFP8ScaledMMLinearKernel"].ms_per_step, 2) == 0.58

@@ -144,7 +144,7 @@ def _plan(period: str, variant: str) -> list[PlanRow]:
 
 @pytest.fixture(scope="module")
 def h200():
-    prof = json.loads((RESULTS / "2026-11-30-h200-serving-options" / "profile.json").read_text())
+    prof = json.loads(gzip.decompress((RESULTS / "2026-11-30-h200-serving-options" / "profile.json.gz").read_bytes()))
     dyn = _plan("2026-11-30-h200-serving-options", "fp8-dynamic")
     plans = {"bf16": [r.model_copy(update={"format": "bf16"}) for r in dyn], "fp8-dynamic": dyn,
              "fp8-all": _plan("2026-11-30-h200-serving-options", "fp8-all")}

@@ -1,6 +1,7 @@
 """What bounds a variant's decode step, from its GPU ms and kernels per step, its decode weight
 bytes and the measured copy bandwidth — on the committed H200 profiles (2026-11-30, both periods)."""
 
+import gzip
 import json
 
 import pytest
@@ -14,7 +15,7 @@ RESULTS = REPO / "lab"  # the GPU sessions' committed results
 def _committed() -> dict[str, dict]:
     out = {}
     for period in ("2026-11-30-h200-serving-options", "2026-11-30-h200-parallel-studies"):
-        for v, e in json.loads((RESULTS / period / "profile.json").read_text()).items():
+        for v, e in json.loads(gzip.decompress((RESULTS / period / "profile.json.gz").read_bytes())).items():
             out[v] = e
     return out
 
