@@ -20,11 +20,13 @@ The translation is an approximation, stated in the JSON and in docs/sensitivity.
 
     PYTHONPATH=. .venv/bin/python lab/2026-11-30-modelopt-choice/modelopt_choice.py      # ~10 min on a 2-core CPU
 
-Writes lab/2026-11-30-modelopt-choice/modelopt_choice.json and prints a pandas table."""
+Writes lab/2026-11-30-modelopt-choice/modelopt_choice.json.gz (gzipped JSON: the tracked tree's size budget) and
+prints a pandas table."""
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import shutil
@@ -103,7 +105,7 @@ def main() -> None:
                     help="the reader's decoder sensitivity file (sensitivity_reader.py's sens.json); measured anew "
                     "if missing (~3 min)")
     ap.add_argument("--source", type=Path, default=ROOT / "benchmarks/results/sensitivity_reader.json")
-    ap.add_argument("--out", type=Path, default=ROOT / "lab/2026-11-30-modelopt-choice/modelopt_choice.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "lab/2026-11-30-modelopt-choice/modelopt_choice.json.gz")
     ap.add_argument("--skip-study", action="store_true", help="translate and validate only")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -187,7 +189,8 @@ def main() -> None:
             print(pd.DataFrame(rows).to_string(index=False))
         print(f"study: {timing}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    text = (json.dumps(result, indent=1, ensure_ascii=False) + "\n").encode()
+    a.out.write_bytes(gzip.compress(text, mtime=0) if a.out.suffix == ".gz" else text)
     print(f"wrote {a.out}")
 
 
