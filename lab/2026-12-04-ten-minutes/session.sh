@@ -70,7 +70,8 @@ st = yaml.safe_load(open(src))
 st.update(model=model, pages={"path": pages})
 if os.environ.get("QG_DRY_RUN") == "1":
     st.update(max_tokens=8, limit=8, calibration_samples=2)
-    st["backend"].update(max_model_len=2048, extra_args=["--enforce-eager"])
+    # not eager: the stand-in keeps a compile cache keyed by the served path as vLLM does, so warm_check means something
+    st["backend"].update(max_model_len=2048, extra_args=[])
 yaml.safe_dump(st, open(dst, "w"), sort_keys=False)
 PY
 
@@ -94,7 +95,12 @@ for kind in cold warm; do
      -o -name 'report.md' -o -name 'run.json' -o -name 'server.log' -o -name 'quantgate.json' \) -size -4M -print0 \
      | xargs -0 -r cp --parents -t "$R/$kind")
   cp "$R/$kind.log" "$R/$kind/study.log"
-  $PY $L/time_json.py "$W/$kind" --gpu-file "$R/gpu.txt" --command-wall-s "$wall" -o "$R/$kind/time.json"
+  # warm: its servers against the cold study's — the same served path (the variant store's) and compile cache hit
+  vs=(); [ "$kind" = warm ] && vs=(--cold "$R/cold/time.json")
+  $PY $L/time_json.py "$W/$kind" --gpu-file "$R/gpu.txt" --command-wall-s "$wall" "${vs[@]}" -o "$R/$kind/time.json"
+  $PY -c "import json,sys; t=json.load(open(sys.argv[1])); print('time.json:', t['wall_s'], 's', 'warm_check:',
+t.get('warm_check', {}).get('all_warm'), {v: (s['compile_start'], s['served_from']) for v, s in t['servers'].items()})" \
+    "$R/$kind/time.json"
   du -sh ~/.cache/quantgate/* "${QUANTGATE_CACHE_DIR:-/nonexistent}"/* 2>/dev/null > "$R/caches-after-$kind.txt"
 done
 stamp "session done"
