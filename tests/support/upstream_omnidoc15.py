@@ -49,7 +49,7 @@ def missing_reason() -> str | None:
     missing = oracle_missing(DEMO_TRUTH, DEMO_PREDICTIONS, *(REFERENCE / d for d in _FOLDERS))
     if missing:
         return missing
-    for module in ("Levenshtein", "pylatexenc", "loguru", "tqdm", "apted", "lxml", "bs4", "pandas"):
+    for module in ("Levenshtein", "pylatexenc", "loguru", "tabulate", "tqdm", "apted", "lxml", "bs4", "pandas"):
         try:
             importlib.import_module(module)
         except ImportError as e:

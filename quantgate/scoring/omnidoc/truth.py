@@ -175,10 +175,16 @@ def parse_truth(text: str, image: str, source: str) -> TruthPage:
     """A page's truth file: a TruthPage record (JSON, ``"kind": "omnidoc_truth_page"``) or markdown."""
     stripped = text.lstrip()
     if stripped.startswith("{") and '"omnidoc_truth_page"' in stripped[:4000]:
+        from pydantic import ValidationError
+
         try:
             return TruthPage.model_validate_json(text)
-        except ValueError as e:
-            raise InputError(f"{source}: not a valid OmniDocBench truth record: {e}") from None
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first["loc"]) or "the record"
+            raise InputError(f"{source}: not a valid OmniDocBench truth record: {where}: {first['msg']} (got "
+                             f"{str(first.get('input'))[:80]!r}); import the OmniDocBench JSON again with "
+                             "`quantgate pages import --truth FILE.json`") from None
     return truth_from_markdown(text, image=image, source=source)
 
 
