@@ -50,7 +50,8 @@ def register(sub) -> None:
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
     i.add_argument("--parsebench", type=existing_path, metavar="FILE.jsonl",
                    help="a ParseBench dimension file (one rule a line, pages by pdf and page): each page's content-"
-                   "faithfulness rules, scored by the parsebench_content metric; other dimensions' lines are left out")
+                   "faithfulness and semantic-formatting rules, scored by parsebench_content and "
+                   "parsebench_formatting; other dimensions' lines are left out")
     add_import_flags(i, "--seed")  # `pages import --seed` before the split's seed said what it seeds
     g = i.add_mutually_exclusive_group()
     g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")

@@ -169,6 +169,11 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
                doc="ParseBench content faithfulness as upstream scores a page: (text correctness + order / 2) / 1.5 "
                    "over the page's word/sentence/digit-bag and order rules (pages imported with --parsebench)",
                family="parsebench"),
+    MetricSpec(name="parsebench_formatting", bound="range_if_changed", higher_is_better=True, range=(0.0, 1.0),
+               margin=0.02, margin_why="one page in fifty losing all its formatting (bold, titles, LaTeX, code)",
+               doc="ParseBench semantic formatting as upstream scores a page: (text styling F0.5 + title accuracy + "
+                   "(LaTeX + code blocks) / 5) / weights present, over the page's formatting rules (--parsebench)",
+               family="parsebench"),
 )}
 
 FAMILIES: dict[str, list[str]] = {}

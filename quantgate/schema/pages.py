@@ -39,8 +39,9 @@ class PageRecord(Record):
     # block-matched metrics read), checked with the image and the truth; None: the page has no record
     truth_record_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
-    # 4: the page's ParseBench content-faithfulness rules (``scoring.parsebench``), as upstream writes them; checked
-    # when imported (``pages import --parsebench``) and scored by ``parsebench_content``
+    # 4: the page's ParseBench rules (``scoring.parsebench``), as upstream writes them; checked when imported
+    # (``pages import --parsebench``) and scored by ``parsebench_content`` / ``parsebench_formatting``, each reading
+    # its own dimension's types
     parsebench: list[dict[str, Any]] = Field(default_factory=list)
     split: Split
     tags: list[str] = Field(default_factory=list)

@@ -163,24 +163,18 @@ _register_omnidoc()
 
 @metric("parsebench_content", needs="parsebench", worst=0.0)
 def _parsebench_content(pred: str, rules: list[dict]) -> float | None:
-    from pydantic import ValidationError
-
+    from quantgate.scoring.parsebench.dataset import typed_rules
     from quantgate.scoring.parsebench.page import page_score
-    from quantgate.scoring.parsebench.rules import RULE, problem
 
-    typed = []
-    for r in rules:  # checked on import; a pages.jsonl edited since is refused here, not half-scored
-        try:
-            rule = RULE.validate_python(r)
-        except ValidationError as e:
-            rule, why = None, e.errors()[0]["msg"]
-        else:
-            why = problem(rule)
-        if why or rule is None:
-            raise InputError(f"pages.jsonl: ParseBench rule {r.get('id') or r.get('type')!r} is not valid ({why}); "
-                             "import the page set again with `quantgate pages import --parsebench`")
-        typed.append(rule)
-    return page_score(typed, pred)
+    return page_score(typed_rules(rules, "content"), pred)
+
+
+@metric("parsebench_formatting", needs="parsebench", worst=0.0)
+def _parsebench_formatting(pred: str, rules: list[dict]) -> float | None:
+    from quantgate.scoring.parsebench.dataset import typed_rules
+    from quantgate.scoring.parsebench.formatting_page import page_score
+
+    return page_score(typed_rules(rules, "formatting"), pred)
 
 
 def is_blank(pred: str | None) -> bool:

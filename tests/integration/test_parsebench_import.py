@@ -1,5 +1,6 @@
-"""`pages import --parsebench`: each page carries its ParseBench content rules, scored by parsebench_content; a
-rule naming a page not imported, or an unknown rule type, is refused with nothing written."""
+"""`pages import --parsebench`: each page carries its ParseBench content and formatting rules, scored by
+parsebench_content and parsebench_formatting; another dimension's rule is left out and counted; a rule naming a
+page not imported, or an unknown rule type, is refused with nothing written."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ RULES = [
      "rule": {"bag_of_word": {"quarterly": 1, "revenue": 2}}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "order", "rule": {"before": "quarterly", "after": "revenue"}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "is_bold", "rule": {"text": "quarterly"}},
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "chart_data_point", "rule": {"value": 3, "labels": ["Q1"]}},
 ]
 
 
@@ -35,16 +37,19 @@ def test_rules_travel_with_their_page_and_are_scored(tmp_path):
     src, f = _setup(tmp_path, RULES)
     code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
     assert code == 0, err
-    assert "1 is_bold rule(s) left out" in err
+    assert "1 chart_data_point rule(s) left out" in err
     ps = load_pageset(tmp_path / "set")
     pages = ps.by_id()
-    assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order"]
+    assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold"]
     assert pages["doc2_pg1"].parsebench == [] and pages["doc1_pg1"].schema_version == 4
-    rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; quarterly revenue rose.",
-                                                   "doc2_pg1": "anything"}, [get_metric("parsebench_content")])}
+    rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; **quarterly** revenue rose.",
+                                                   "doc2_pg1": "anything"},
+                                              [get_metric("parsebench_content"), get_metric("parsebench_formatting")])}
     # missing: revenue twice and quarterly once, 3/3; order: the first "quarterly" precedes the last "revenue"
     assert rows["doc1_pg1"].model_extra["parsebench_content"] == 1.0
+    assert rows["doc1_pg1"].model_extra["parsebench_formatting"] == 1.0  # quarterly is bold
     assert rows["doc2_pg1"].model_extra["parsebench_content"] is None
+    assert rows["doc2_pg1"].model_extra["parsebench_formatting"] is None
 
 
 def test_a_rule_for_a_page_not_imported_is_refused(tmp_path):
@@ -58,7 +63,7 @@ def test_a_rule_for_a_page_not_imported_is_refused(tmp_path):
 def test_an_unknown_rule_type_is_refused_naming_its_line(tmp_path):
     src, f = _setup(tmp_path, RULES + [{"pdf": "text/doc1.pdf", "type": "missing_word_pct", "rule": {}}])
     code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
-    assert code == 65 and f"{f}:4: unknown ParseBench rule type 'missing_word_pct'" in err
+    assert code == 65 and f"{f}:{len(RULES) + 1}: unknown ParseBench rule type 'missing_word_pct'" in err
     assert not (tmp_path / "set").exists()
 
 
@@ -79,6 +84,8 @@ def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path)
     code, out, err = run_cli("score", "--pages", tmp_path / "set", "--predictions", preds, "-o",
                              tmp_path / "s.jsonl", "--metrics", "parsebench", "--json")
     assert code == 0, err
-    (summary,) = json.loads(out)["metrics"]
-    assert summary["metric"] == "parsebench_content" and summary["n"] == 2
-    assert summary["mean"] == pytest.approx(((2 / 3) / 1.5 + 0.5) / 2)
+    summaries = {m["metric"]: m for m in json.loads(out)["metrics"]}
+    assert summaries["parsebench_content"]["n"] == 2
+    assert summaries["parsebench_content"]["mean"] == pytest.approx(((2 / 3) / 1.5 + 0.5) / 2)
+    # only doc1 has a formatting rule (is_bold "quarterly", not bold there): styling F(0, 1) = 0
+    assert summaries["parsebench_formatting"]["n"] == 1 and summaries["parsebench_formatting"]["mean"] == 0.0

@@ -91,6 +91,15 @@ CLASSES = {
     "extra_content": "rules_bag.ExtraContentRule",
     "bag_of_digit_percent": "rules_bag.BagOfDigitPercentRule",
     "order": "rules_text.TextOrderRule",
+    **{t: "rules_formatting.FormattingRule" for k in ("bold", "italic", "underline", "strikeout", "mark", "sup", "sub")
+       for t in (f"is_{k}", f"is_not_{k}")},
+    "mark_color": "rules_formatting.MarkColorRule",
+    "is_latex": "rules_formatting.LatexRule",
+    "is_code_block": "rules_formatting.CodeBlockRule",
+    "is_title": "rules_formatting.TitleLevelRule",
+    "title_hierarchy_percent": "rules_formatting.TitleHierarchyPercentRule",
+    "is_header": "rules_formatting.PageSectionRule",
+    "is_footer": "rules_formatting.PageSectionRule",
 }
 
 
@@ -111,7 +120,13 @@ def score(data: dict, markdown: str) -> float:
 
 
 def content_faithfulness(rules: list[dict], markdown: str) -> float | None:
-    """Upstream's own evaluator (``ParseEvaluator.evaluate``) on one page: its ``content_faithfulness`` value.
+    """Upstream's own evaluator on one page: its ``content_faithfulness`` value."""
+    return page_metrics(rules, markdown).get("content_faithfulness")
+
+
+def page_metrics(rules: list[dict], markdown: str) -> dict[str, float]:
+    """Upstream's own evaluator (``ParseEvaluator.evaluate``) on one page: every metric it reports, by name
+    (``content_faithfulness``, ``semantic_formatting``, ``rule_<type>_pass_rate``, ...).
 
     Its module imports the table rules, which import ``unidecode`` (not installed here); a stand-in that raises is
     put in its place only when the real one is missing, so a table rule reaching it fails the test rather than
@@ -135,5 +150,4 @@ def content_faithfulness(rules: list[dict], markdown: str) -> float | None:
         completed_at=now, latency_in_ms=0,
         output=output.ParseOutput(example_id="page", pipeline_name="quantgate", markdown=markdown))
     case = cases.ParseTestCase(test_id="g/page", group="g", file_path="page.pdf", test_rules=rules)
-    values = {m.metric_name: m.value for m in evaluator.ParseEvaluator().evaluate(result, case).metrics}
-    return values.get("content_faithfulness")
+    return {m.metric_name: m.value for m in evaluator.ParseEvaluator().evaluate(result, case).metrics}

@@ -11,7 +11,7 @@ import pytest
 from quantgate.errors import DataError, InputError
 from quantgate.scoring.bounds import truth_free_bound
 from quantgate.scoring.metrics import get_metric, score_one
-from quantgate.scoring.parsebench.dataset import OTHER_DIMENSIONS, read_rules
+from quantgate.scoring.parsebench.dataset import FAMILY_OF, OTHER_DIMENSIONS, read_rules
 from quantgate.scoring.parsebench.page import headline, page_score
 from quantgate.scoring.parsebench.rules import RULE, TYPES
 from tests.support import parsebench_ref as P
@@ -67,7 +67,8 @@ def test_reader_keys_pages_and_leaves_out_other_dimensions(tmp_path):
     ])
     got = read_rules(f)
     assert sorted(got.by_page) == ["doc1_pg1", "doc2_pg1"]
-    assert got.by_page["doc1_pg1"][0]["id"] == "r1" and got.skipped == {"is_bold": 1, "present": 1}
+    assert got.by_page["doc1_pg1"][0]["id"] == "r1" and got.skipped == {"present": 1}
+    assert [r["type"] for r in got.by_page["doc2_pg1"]] == ["order", "is_bold"]  # formatting: its own family
 
 
 @pytest.mark.parametrize(("row", "says"), [
@@ -87,13 +88,14 @@ def test_reader_refuses_bad_lines_naming_the_line(tmp_path, row, says):
 
 
 def test_rule_vocabulary_is_upstreams():
-    """This family's types plus those left out as other dimensions' are exactly upstream's TestType values (and
-    its loader's pointer-only expected_markdown line)."""
+    """The scored families' types plus those left out as other dimensions' are exactly upstream's TestType values
+    (and its loader's pointer-only expected_markdown line)."""
     if P.reference_missing_reason():
         pytest.skip(P.reference_missing_reason())
     src = (P.SOURCE / "parse_bench" / "evaluation" / "metrics" / "parse" / "test_types.py").read_text()
     upstream = set(re.findall(r'^\s+[A-Z_0-9]+\s*=\s*"([a-z_0-9]+)"', src, re.MULTILINE)) | {"expected_markdown"}
-    assert set(TYPES) | OTHER_DIMENSIONS == upstream and not set(TYPES) & OTHER_DIMENSIONS
+    assert set(FAMILY_OF) | OTHER_DIMENSIONS == upstream and not set(FAMILY_OF) & OTHER_DIMENSIONS
+    assert set(TYPES) < set(FAMILY_OF)
 
 
 def test_a_rule_edited_into_pages_jsonl_after_import_is_refused_not_half_scored():
