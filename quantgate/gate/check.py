@@ -105,6 +105,7 @@ def _gate(out: Path, metrics, variants, lmeval, study_file, judged: list | None 
         _same_lmeval_runs(rep, st, out, where)
     elif rep.lm_eval is not None:
         raise _Invalid(f"{where}: lm_eval verdicts in a summary whose study declares no lm_eval")
+    echo_as_run(rep, out, where)  # last: an echo field a check above makes again is named there, with its evidence
 
     # the remade verdicts carry p_regression_holm over the whole family (page and lm-eval ones)
     checked: list[tuple[str, str, Verdict]] = [
@@ -131,11 +132,14 @@ def _gate(out: Path, metrics, variants, lmeval, study_file, judged: list | None 
     if pages_outside(rep.inputs.pages):
         lines.append(OUTSIDE_NOTE)
     words = [r for _, _, r in checked]
-    unfit = {(r.metric, r.baseline_score, r.baseline_floor) for r in words if r.reason == "baseline_unfit"}
+    unfit = {(r.metric, r.baseline_score, r.baseline_floor, r.empty_output_mean) for r in words
+             if r.reason == "baseline_unfit"}
     if unfit:  # no candidate can be judged against a baseline that cannot read the pages: say so first
         return GateResult(INCONCLUSIVE, [
-            f"baseline unfit: {st.baseline} scores {score:.4f} {metric} (floor {floor:g}); every verdict on {metric} "
-            "is vacuous until the baseline reads these pages" for metric, score, floor in sorted(unfit)] + lines)
+            f"baseline unfit: {st.baseline} scores {score:.4f} {metric} (floor {floor:g}"
+            + ("" if empty is None else f", an empty output {empty:.4f} on the same pages") + f"); every verdict on "
+            f"{metric} is vacuous until the baseline reads these pages"
+            for metric, score, floor, empty in sorted(unfit, key=lambda u: u[:3])] + lines)
     return GateResult(outcome(words), lines)
 
 
@@ -334,6 +338,30 @@ def _rehash(rep, st, out: Path, where: str) -> None:
         raise _Invalid(f"files changed since the verdicts were made: {problems[0]}{more}")
 
 
+def echo_as_run(rep, out: Path, where: str) -> None:
+    """summary.json's ``study`` is the study as run: ``study.json``, which the study writes into its folder before
+    any work and summary.json (schema 5) hashes in ``inputs.files`` (its hash is checked with the others). Many of
+    the echo's fields — the name the reports carry, the model, the backend, its timeouts, the GPUs — are proven by no
+    run.json or variant manifest; bound to that hashed copy, an edit of any of them is refused without ``--study``.
+    A schema-4 summary hashed no study.json: its echo is bound only where run.json proves it (docs/reliability.md).
+    Raises ``_Invalid`` naming the first field that differs."""
+    from quantgate.schema.load import load_json
+    from quantgate.schema.summary import STUDY_AS_RUN
+
+    if STUDY_AS_RUN not in rep.inputs.files:
+        if rep.schema_version >= 5:
+            raise _Invalid(f"{where}: inputs.files lists no hash for {STUDY_AS_RUN} (the study as run, which binds "
+                           "summary.json's study echo); summary.json was edited — rerun `quantgate study` to remake it")
+        return
+    path = safe_join(out, STUDY_AS_RUN, what=f"{where}: inputs.files")
+    if sha256_file(path) != rep.inputs.files[STUDY_AS_RUN]:  # as _rehash says; here for `quantgate report`
+        raise _Invalid(f"files changed since the verdicts were made: {path} changed since the verdicts (sha256 differs)")
+    diff = _first_difference({"study": rep.study}, {"study": load_json(path, "study as run")})
+    if diff:
+        raise _Invalid(f"{where}: {diff[0]} is {diff[1]!r} in summary.json but {diff[2]!r} in {STUDY_AS_RUN} (the "
+                       "study as run, hashed in inputs.files); summary.json was edited or belongs to another study")
+
+
 def _served_as_declared(st, name: str, run, where: str) -> list[str]:
     """A variant's declared ``server_args`` (a contiguous run of the flags its server got: the backend's own come
     before, a profiler's after) and ``server_env``, against the hashed run.json that records what was served."""
@@ -375,8 +403,9 @@ OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-h
 
 NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels and worst pages from the files it "
                "binds; it does not vouch for report.md, report.html, junit.xml, timings.jsonl, summary.json's "
-               "created, time_budget, provenance.packages and provenance.git_commit — rebuild the reports from the "
-               "checked summary with `quantgate report`")
+               "created, time_budget, provenance.packages and provenance.git_commit, nor, in a schema-4 summary "
+               "(which hashed no study.json), the study echo's fields no run.json proves — rebuild the reports from "
+               "the checked summary with `quantgate report`")
 
 
 def _same_claims(rep, st, out: Path, where: str) -> None:

@@ -25,7 +25,11 @@ SUMMARY = "summary.json"
 # 3: each variant's ``kernels`` counts every choice vLLM logged per scheme (as run.json 2); 2 is read, upgraded
 # 4: ``truth`` (the judged pages with and without truth), ``truth_free`` and ``largest_bounds`` (what the outputs
 # alone bound); 3 is read as a study that did not count them
-SUMMARY_SCHEMA_VERSION: Literal[4] = 4
+# 5: the study as run (``study.json``, written by the study) is hashed in ``inputs.files`` and the echo must equal it,
+# so an echo field no run.json or variant manifest proves (name, model, backend, timeouts, GPUs) is bound too; 4 is
+# read as it was written (its echo bound only where run.json proves it), and stays 4 when its reports are rebuilt
+SUMMARY_SCHEMA_VERSION: Literal[5] = 5
+STUDY_AS_RUN = "study.json"  # the study's own copy of the study it ran, in the study folder
 
 
 class StudyEcho(BaseModel):
@@ -210,7 +214,7 @@ class Summary(Record):
     """``summary.json``: the study, every verdict with its numbers, speed per variant and level,
     sizes and weight hashes, worst pages, lm-eval results, provenance."""
 
-    schema_version: Literal[4] = SUMMARY_SCHEMA_VERSION
+    schema_version: Literal[4, 5] = SUMMARY_SCHEMA_VERSION
     READS_SCHEMA_FROM: ClassVar[int] = 2
     kind: Literal["quantgate.report"] = "quantgate.report"
     created: str  # UTC, ISO 8601
@@ -248,7 +252,7 @@ class Summary(Record):
             variants = [upgrade_kernels(v) if isinstance(v, dict) else v for v in obj["variants"]]
             obj = {**obj, "variants": variants, "schema_version": 3}
         if isinstance(obj, dict) and obj.get("schema_version") == 3:
-            obj = {**obj, "schema_version": SUMMARY_SCHEMA_VERSION}  # no counts: ``truth`` stays None
+            obj = {**obj, "schema_version": 4}  # no counts: ``truth`` stays None
         return obj
 
 

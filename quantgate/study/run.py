@@ -31,14 +31,16 @@ from quantgate.schema.run import RunManifest
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import StudyOutcome, VariantSpec
-from quantgate.schema.summary import LmEvalSection, Summary
+from quantgate.schema.summary import STUDY_AS_RUN, LmEvalSection, Summary
 from quantgate.serve.backends import BackendOptions
 from quantgate.serve.server import SharedServer
 from quantgate.study.lmeval import LmEvalPlan, lmeval_runs, plan_lmeval, run_variant_lmeval
 from quantgate.study.spec import Study, load_study, resolve_path
 from quantgate.study.timings import Clock, time_budget
 from quantgate.study.verdicts import (
+    EMPTY_SCORES,
     LOCK,
+    empty_output_scores,
     relative_inside,
     score_file,
     speed_intervals,
@@ -117,7 +119,7 @@ def run_study(study_path: Path, out: Path | None = None, console: Console | None
     for line in [*(prepared.overlap.lines() if prepared.overlap else []), *describe(placement)]:
         console.detail(line)
     with study_lock(out), (cluster or nullcontext()):
-        atomic_write_json(out / "study.json", st.model_dump())
+        atomic_write_json(out / STUDY_AS_RUN, st.model_dump())
         ctx = _prepare(st, base, out, Clock(out, console, start=t_start))
         ctx.placement, ctx.cluster = placement, cluster
         model = resolve_path(base, st.model)
@@ -437,6 +439,9 @@ def _score_all(ctx: _Ctx) -> Scores:
                 write_scores(out / score_file(v.name, c), rows)
                 scores[(v.name, c)] = {r.page_id: r for r in rows}
                 stage.advance()
+        # what an empty output scores on the judged pages: the mark every baseline must beat (study.verdicts)
+        judged = [p.id for p in judged_pages(st, ps)]
+        write_scores(out / EMPTY_SCORES, empty_output_scores(ps, metrics, st.split, judged))
         # pages with truth or without: what the outputs alone bound, beside the score files
         write_bound_files(st, out, texts, [m.name for m in metrics], {p.id: p.document for p in ps.pages})
     return scores

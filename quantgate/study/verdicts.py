@@ -17,13 +17,14 @@ from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
+from quantgate.io.pageset import PageSet
 from quantgate.io.scores import read_scores
 from quantgate.judge.compare import Names, compare_scores, too_few_to_judge
 from quantgate.judge.family import adjust_family
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.speed import SpeedupInterval
-from quantgate.schema.summary import LmEvalVerdict, VariantVerdict, VerdictInputs
+from quantgate.schema.summary import STUDY_AS_RUN, LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
 from quantgate.study.noise_layout import layout_note, layout_twin, mark
 from quantgate.study.plan import replay, study_plan, verdict_rows
@@ -52,16 +53,31 @@ def bounds_file(variant: str, level: int) -> str:
     return f"{SCORES}/{variant}-c{level}.bounds.jsonl"
 
 
+# What an empty output scores on each judged page, with each metric's own scorer: the mark a baseline must beat
+# (``judge.compare.empty_output_mean``). Written beside the score files, it is bound and read like them, so the gate
+# judges fitness from the same numbers without the truths (an outside page set's are not in the folder).
+EMPTY_SCORES = f"{SCORES}/empty-output.jsonl"
+
+
+def empty_output_scores(ps: PageSet, metrics: list, split: str, ids: list[str]) -> list[ScoreRow]:
+    """The rows of :data:`EMPTY_SCORES`: the empty string scored as every judged page's output (``ids``)."""
+    from quantgate.scoring import score_pages
+
+    return score_pages(ps, dict.fromkeys(ids, ""), metrics, split, only=set(ids))
+
+
 def used_bound_files(st: Study) -> list[str]:
     files = [bounds_file(v.name, st.compare_level) for v in st.variants if v.name != st.baseline]
     return files + ([bounds_file(st.baseline, st.noise_level)] if st.noise_level else [])
 
 
 def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
-                  decisions: dict[str, SequentialDecision] | None = None) -> list[VariantVerdict]:
+                  decisions: dict[str, SequentialDecision] | None = None, empty: Rows | None = None
+                  ) -> list[VariantVerdict]:
     """One verdict per candidate × metric. ``read`` maps a score file's study-relative path to its rows
     (``io.scores.read_scores``). A sequential study (``study.sequential``) needs the judged ``pages_file``
-    (the serving order is made from it) and puts each candidate's ``SequentialDecision`` into ``decisions``."""
+    (the serving order is made from it) and puts each candidate's ``SequentialDecision`` into ``decisions``.
+    ``empty``: the rows of :data:`EMPTY_SCORES` (None in a folder written before them: fitness by the floor alone)."""
     c0, noise_level = st.compare_level, st.noise_level
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
@@ -79,9 +95,9 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
                                if twin else (noise, f"{st.baseline}@c{noise_level} (noise run)"))
         for m in st.metrics:
             verdict = compare_scores(base, cand, st.verdict_settings(m), noise=v_noise,
-                                     names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name))
+                                     names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name), empty=empty)
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
-    return rows + _tag_verdicts(st, read, base, noise, pages_file)
+    return rows + _tag_verdicts(st, read, (base, noise, empty), pages_file)
 
 
 def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
@@ -104,8 +120,10 @@ def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
     return {t: groups[t] for t in sorted(groups, key=lambda t: (order[t.partition(":")[0]], t))}
 
 
-def _tag_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None,
+def _tag_verdicts(st: Study, read: ReadScores, sides: tuple[Rows, Rows | None, Rows | None],
                   pages_file: Path | None) -> list[VariantVerdict]:
+    """``sides``: the baseline's rows, its noise run's and the empty output's (either None when not there)."""
+    base, noise, empty = sides
     if not st.verdicts_by_tag:
         return []
     if pages_file is None:
@@ -130,7 +148,7 @@ def _tag_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None,
                 verdict = too_few_to_judge(b, cand, settings)
                 if verdict is None:
                     verdict = compare_scores(b, cand, settings, noise=e, names=Names(
-                        f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"))
+                        f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"), empty=empty)
                 rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
                                  *layout_note(st, v, twin)))
     return rows
@@ -167,7 +185,8 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
 
     read = read or (lambda rel: read_scores(Path(out) / rel))
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
-    rows = truth_free_verdicts(st, Path(out), pages_file, page_verdicts(st, read, pages_file, decisions))
+    empty = read(EMPTY_SCORES) if (Path(out) / EMPTY_SCORES).is_file() else None
+    rows = truth_free_verdicts(st, Path(out), pages_file, page_verdicts(st, read, pages_file, decisions, empty))
     family = adjust_family([*rows, *lm])
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
@@ -217,6 +236,10 @@ def bound_files(st: Study, out: Path) -> list[str]:
     must exist are ``required_files``."""
     out = Path(out)
     files = required_files(st) + used_bound_files(st)  # the truth-free bounds, bound like the scores
+    if (out / STUDY_AS_RUN).is_file():  # the study as run: what binds summary.json's echo of it (summary schema 5)
+        files.append(STUDY_AS_RUN)
+    if (out / EMPTY_SCORES).is_file():  # what an empty output scores: the baselines' fitness rests on it
+        files.append(EMPTY_SCORES)
     if (out / "pages" / "pageset.json").is_file():
         files.append("pages/pageset.json")
     # the speed waves the speed-up intervals are computed from

@@ -244,7 +244,9 @@ def test_runs_that_differ_only_in_kernels_differ_in_summary_and_report(tmp_path)
                             {"w4a16": [], "w4a16-marlin": []}, inputs=verdict_inputs(st, out, pages))
     write_reports(summary, out)
     written = json.loads((out / "summary.json").read_text())
-    assert written["schema_version"] == 4
+    from quantgate.schema.summary import SUMMARY_SCHEMA_VERSION
+
+    assert written["schema_version"] == SUMMARY_SCHEMA_VERSION
     by = {v["name"]: v["kernels"] for v in written["variants"]}
     assert by["w4a16"] == {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}}
     assert by["w4a16-marlin"] == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}

@@ -58,6 +58,12 @@ def test_a_moved_unfinished_study_with_lmeval_resumes_and_gates(tmp_path):
             assert all(d["image"].startswith("../../pages/") for d in docs), docs[0]
     # the lm-eval task's utils.py (code lm-eval runs) is bound by the gate
     utils = moved / "lmeval" / "task" / "utils.py"
+    kept = utils.read_bytes()
     utils.write_text(utils.read_text() + "\nimport os  # edited\n")
     result = gate(moved, lmeval=True)
     assert result.code == 3 and "lmeval/task/utils.py changed" in result.lines[0], result.lines
+    # and every file of the task folder: a task added beside the study's is one lm-eval would read
+    utils.write_bytes(kept)
+    (moved / "lmeval" / "task" / "extra_task.yaml").write_text("task: extra_task\n")
+    result = gate(moved, lmeval=True)
+    assert result.code == 3 and "no hash for lmeval/task/extra_task.yaml" in result.lines[0], result.lines

@@ -146,8 +146,8 @@ def test_summary_round_trips_and_refuses_foreign_newer_or_malformed(study_dir, t
     old = {k: v for k, v in good.items() if k not in ("truth", "truth_free", "largest_bounds")}
     f.write_text(json.dumps({**old, "schema_version": 3}))
     assert load_summary(out).truth is None and load_summary(out).largest_bounds == {}
-    refused({**good, "schema_version": 5}, "schema_version 5", "reads schema_version 4", "newer quantgate")
-    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 4", "older quantgate")
+    refused({**good, "schema_version": 6}, "schema_version 6", "reads schema_version 5", "newer quantgate")
+    refused({**good, "schema_version": 1}, "schema_version 1", "reads schema_version 5", "older quantgate")
     refused(_run("bf16", {1: 1.0}), "'quantgate.run'", "not a quantgate.report file")  # a run.json copied over it
     refused({**good, "verdicts": [{**good["verdicts"][0], "delta": "small"}]}, "field 'verdicts.0.delta'")
     refused({**good, "verdicts": [{**good["verdicts"][0], "verdict": "fine"}]}, "field 'verdicts.0.verdict'")
@@ -166,13 +166,13 @@ def test_gate_cli_on_a_newer_summary_is_one_line(study_dir):
     out, dirs = study_dir
     write_reports(_build(out, dirs), out)
     s = json.loads((out / "summary.json").read_text())
-    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 5}))
+    (out / "summary.json").write_text(json.dumps({**s, "schema_version": 6}))
     r = subprocess.run([sys.executable, "-m", "quantgate", "report", str(out)], capture_output=True, text=True)
     assert r.returncode == 65 and "Traceback" not in r.stderr
-    assert "summary.json" in r.stderr and "reads schema_version 4" in r.stderr
+    assert "summary.json" in r.stderr and "reads schema_version 5" in r.stderr
     r = subprocess.run([sys.executable, "-m", "quantgate", "gate", str(out)], capture_output=True, text=True)
     assert r.returncode == 3 and not r.stderr and len(r.stdout.splitlines()) == 1
-    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 4" in r.stdout
+    assert r.stdout.startswith("INVALID: ") and "summary.json" in r.stdout and "reads schema_version 5" in r.stdout
 
 
 def test_gate_reads_the_typed_summary(study_dir):

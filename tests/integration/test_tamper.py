@@ -137,6 +137,26 @@ EDITS = {
                                      "largest_bounds"),
 }
 
+# the study echo's fields no run.json or variant manifest proves, bound to the hashed study as run (study.json):
+# one smallest edit per group, each refused naming the field, without --study
+ECHO_EDITS = {
+    "echo name": (_summary(lambda s: s["study"].update(name="release-candidate")), "study.name"),
+    "echo model": (_summary(lambda s: s["study"].update(model="/elsewhere/other-model")), "study.model"),
+    "echo pages path": (_summary(lambda s: s["study"]["pages"].update(path="/elsewhere/other-pages")),
+                        "study.pages.path"),
+    "echo variant recipe": (_summary(lambda s: s["study"]["variants"][2].update(recipe="fp8-dynamic")),
+                            "study.variants[2].recipe"),
+    "echo calibration_samples": (_summary(lambda s: s["study"].update(calibration_samples=512)),
+                                 "study.calibration_samples"),
+    "echo backend option": (_summary(lambda s: s["study"]["backend"].update(continuous_batching=True)),
+                            "study.backend.continuous_batching"),
+    "echo backend threads": (_summary(lambda s: s["study"]["backend"].update(threads=4)), "study.backend.threads"),
+    "echo timeout_s": (_summary(lambda s: s["study"].update(timeout_s=5.0)), "study.timeout_s"),
+    "echo gpus": (_summary(lambda s: s["study"].update(gpus=[0])), "study.gpus"),
+    "study.json edited": (lambda f: _json(f / "study.json", lambda st: st.update(name="other")), "study.json changed"),
+    "study.json unbound": (_summary(lambda s: s["inputs"]["files"].pop("study.json")), "no hash for study.json"),
+}
+
 # a study with a speed: block — each variant's speed waves (speed.jsonl) and their intervals
 SPEED_EDITS = {
     "speed.jsonl wave edited": (lambda f: _lines(f / "runs/fp8/speed.jsonl", _edit_latency), "runs/fp8/speed.jsonl"),
@@ -194,6 +214,29 @@ def speed_study(tmp_path_factory):
 @pytest.mark.parametrize("name", list(EDITS))
 def test_every_edit_of_a_finished_study_is_caught(study, tmp_path, name):
     _caught(study, tmp_path, *EDITS[name])
+
+
+@pytest.mark.parametrize("name", list(ECHO_EDITS))
+def test_every_edit_of_the_study_echo_is_caught(study, tmp_path, name):
+    _caught(study, tmp_path, *ECHO_EDITS[name])
+
+
+def test_a_schema_4_summary_gates_on_what_it_binds(study, tmp_path):
+    """A summary from before the study as run was hashed: read and gated as before (its echo bound where run.json
+    proves it), not refused for lacking study.json."""
+    folder = shutil.copytree(study, tmp_path / "s")
+    _summary(lambda s: (s.update(schema_version=4), s["inputs"]["files"].pop("study.json")))(folder)
+    code, out, _ = _cli("gate", folder, "--variants", "fp8")
+    assert code == 0, out
+
+
+def test_an_edited_name_does_not_retitle_the_rebuilt_reports(study, tmp_path):
+    folder = shutil.copytree(study, tmp_path / "s")
+    before = (folder / "report.md").read_text()
+    _summary(lambda s: s["study"].update(name="release-candidate"))(folder)
+    code, out, err = _cli("report", folder)
+    assert code == 65 and "study.name" in err and "study.json" in err, (code, out, err)
+    assert (folder / "report.md").read_text() == before and "release-candidate" not in before
 
 
 @pytest.mark.parametrize("name", list(SPEED_EDITS))

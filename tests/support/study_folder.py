@@ -168,7 +168,9 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
         write_scores(out / score_file(name, 1), _rows(ids, vals, outputs[name, 1]))
     for name in speeds:  # the records the outputs were scored from, chained as serve writes them
         _requests(out / "runs" / name / "requests.jsonl", ids, {c: t for (n, c), t in outputs.items() if n == name})
+    from quantgate.io.fileio import atomic_write_json
     from quantgate.io.pageset import load_pageset
+    from quantgate.schema.summary import STUDY_AS_RUN
     from quantgate.study.truthfree import truth_claims, write_bound_files
 
     # the truth-free bounds beside the score files, from the same outputs, as the study writes them
@@ -176,6 +178,7 @@ def finished_study(out: Path, candidates: dict[str, float] | None = None, *, pag
                       {pid: pid for pid in ids})
     ps = load_pageset(out / "pages")
     verdicts, _ = study_verdicts(st, out)
+    atomic_write_json(out / STUDY_AS_RUN, st.model_dump())  # the study as run, as run_study writes it first
     inputs = verdict_inputs(st, out, out / "pages" / "pages.jsonl")
     if worst is None:
         from quantgate.io.scores import read_scores
