@@ -72,9 +72,10 @@ def _stand_ins() -> None:
 
 
 @functools.cache
-def run() -> dict:
+def run(predictions: Path = DEMO_PREDICTIONS) -> dict:
     """Upstream's whole-set result (``metric``), its per-page edit files (``per_page``: category -> image -> value)
-    and its per-table TEDS (``per_table``: '<image>_<gt index>' -> {TEDS, TEDS_structure_only})."""
+    and its per-table TEDS (``per_table``: '<image>_<gt index>' -> {TEDS, TEDS_structure_only}) for the demo truth
+    and the predictions in ``predictions`` (default: the demo's)."""
     work = Path(tempfile.mkdtemp(prefix="omnidoc15-upstream-"))
     saved_modules, saved_path, saved_cwd = dict(sys.modules), list(sys.path), os.getcwd()
     try:
@@ -89,7 +90,7 @@ def run() -> dict:
         cfg = {"text_block": {"metric": ["Edit_dist"]}, "display_formula": {"metric": ["Edit_dist"]},
                "table": {"metric": ["TEDS", "Edit_dist"]}, "reading_order": {"metric": ["Edit_dist"]}}
         data = {"dataset_name": "end2end_dataset", "ground_truth": {"data_path": str(DEMO_TRUTH)},
-                "prediction": {"data_path": str(DEMO_PREDICTIONS)}, "match_method": "quick_match"}
+                "prediction": {"data_path": str(predictions)}, "match_method": "quick_match"}
         quiet = io.StringIO()  # upstream prints progress bars and notes
         with warnings.catch_warnings(), contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
             warnings.simplefilter("ignore")
@@ -101,7 +102,8 @@ def run() -> dict:
             registry.EVAL_TASK_REGISTRY.get("end2end_eval")(ds, cfg, str(DEMO_TRUTH), "demo")
         read = lambda name: json.loads((work / "result" / name).read_text(encoding="utf-8"))  # noqa: E731
         return {"metric": read("demo_metric_result.json"),
-                "per_page": {c: read(f"demo_{c}_per_page_edit.json") for c in set(PER_PAGE.values())},
+                "per_page": {c: read(f"demo_{c}_per_page_edit.json") if (work / "result" / f"demo_{c}_per_page_edit.json")
+                             .is_file() else {} for c in set(PER_PAGE.values())},
                 "per_table": read("demo_table_per_table_TEDS.json")}
     finally:
         os.chdir(saved_cwd)
