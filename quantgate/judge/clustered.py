@@ -52,6 +52,7 @@ from quantgate.schema.verdict import (
     ReasonName,
     VerdictName,
     VerdictSettings,
+    no_better_than_empty,
 )
 
 # The bounded test stakes at most 90% of what a page (document) at the worst damage would take: one such
@@ -381,14 +382,14 @@ def check_damage(name: str, value, margin: float, ceiling: float) -> float | Non
 
 # --- the baseline --------------------------------------------------------------------------------
 
-def baseline_fit(score, floor: float | None, higher_is_better: bool):
-    """Whether the baseline's own mean score is on the readable side of its floor (True without a floor).
+def baseline_fit(score, floor: float | None, higher_is_better: bool, empty: float | None = None):
+    """Whether the baseline's own mean score is on the readable side of its floor (True without a floor) and
+    strictly better than ``empty``, what an empty output scores on the same pages (not judged when None).
     Vectorised. The floor is on the score itself, not on a difference: lower-is-better metrics (ned) need
     score ≤ floor, higher-is-better ones (checks) score ≥ floor."""
     score = np.asarray(score, dtype=np.float64)
-    if floor is None:
-        return np.ones(score.shape, bool)
-    return score >= floor if higher_is_better else score <= floor
+    fit = np.ones(score.shape, bool) if floor is None else (score >= floor if higher_is_better else score <= floor)
+    return fit & ~np.asarray(no_better_than_empty(score, empty, higher_is_better), bool)
 
 
 def check_floor(metric: str, floor, lo: float = 0.0, hi: float = 1.0) -> float | None:
@@ -581,13 +582,15 @@ class Evidence:
     """What a verdict knows beside the page differences and its settings. ``outputs_identical``: every output
     hash matches (None: not known). ``baseline_score``: the baseline's own mean score, judged against the
     settings' ``baseline_floor``. ``noise``: e = baseline′ − baseline on the same pages, oriented.
-    ``damage_ceiling``: the metric's range (None: the registry's; 1 for ned/checks, cer/wer clipped to [0, 1]).
+    ``empty_output_mean``: what an empty output scores on the same pages (the baseline must beat it; None: not
+    scored). ``damage_ceiling``: the metric's range (None: the registry's; 1 for ned/checks, cer/wer clipped to [0, 1]).
     ``look_alpha``: a sequential look's nominal level α_k for the interval (the spending boundaries); the count
     rule and the bounded test stay at the settings' alpha, the bounded test being valid at any look.
     ``order_seed``: the documents' order for the bounded test (``document_order``)."""
 
     outputs_identical: bool | None = None
     baseline_score: float | None = None
+    empty_output_mean: float | None = None
     noise: np.ndarray | None = None
     damage_ceiling: float | None = None
     look_alpha: float | None = None
@@ -636,7 +639,8 @@ def decide(d, document_ids: Sequence[str], settings: VerdictSettings, evidence: 
     D, Dd, page_ref, doc_ref = damage_in_force(docs, D_decl, damage_ceiling, Dd_decl)
     pages_rule, docs_rule = rare_failure_count(margin, D, alpha), documents_rule(margin, Dd, cl.size_ratio, alpha)
     ok = baseline_fit(np.nan if baseline_score is None else baseline_score,
-                      None if baseline_score is None else s.baseline_floor, s.higher_is_better)
+                      None if baseline_score is None else s.baseline_floor, s.higher_is_better,
+                      None if baseline_score is None else ev.empty_output_mean)
     all_zero = bool(np.all(docs.sumsq == 0))
     pos = {x: i for i, x in enumerate(ids)}
     ordered = [pos[x] for x in document_order(ids, order_seed)]

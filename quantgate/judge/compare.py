@@ -133,9 +133,11 @@ def _source(s: str) -> DamageSource:
 
 
 def compare_scores(baseline: Rows, candidate: Rows, settings: VerdictSettings, *, noise: Rows | None = None,
-                   allow_missing: bool = False, names: Names = Names(), look: Look | None = None) -> Verdict:
+                   allow_missing: bool = False, names: Names = Names(), look: Look | None = None,
+                   empty: Rows | None = None) -> Verdict:
     """The verdict on ``settings.metric`` (its margin, test and rules in ``settings``). ``noise``: the baseline's
-    scores from a second run on the same pages. Non-inferiority by default; ``test: equivalence`` is two-sided;
+    scores from a second run on the same pages. ``empty``: what an empty output scores on the pages (the
+    baseline must do better than reading nothing; ``empty_output_mean``). Non-inferiority by default; ``test: equivalence`` is two-sided;
     ``test: exact`` passes only when every page's output text is identical. Documents are the statistical unit
     (``judge.clustered``; docs/statistics.md). ``look``: judge only a sequential look's pages at its level."""
     c = settings
@@ -171,7 +173,9 @@ def compare_scores(baseline: Rows, candidate: Rows, settings: VerdictSettings, *
         damage = spec.damage  # a registry default below the range: passed on as a bound, labelled its default
     changed = pages_changed(baseline, candidate, pages, pair, required=exact)
     judged_changed = pages_changed(baseline, candidate, ids, pair, required=False)
-    evidence = Evidence(outputs_identical=judged_changed == 0, baseline_score=float(b.mean()), noise=e,
+    empty_mean = empty_output_mean(empty, ids, metric, clip)
+    evidence = Evidence(outputs_identical=judged_changed == 0, baseline_score=float(b.mean()),
+                        empty_output_mean=empty_mean, noise=e,
                         damage_ceiling=ceiling, look_alpha=look_alpha, order_seed=order_seed)
     try:
         dec = decide(d, page_documents(baseline, candidate, ids, pair, noise, noise_name),
@@ -203,11 +207,21 @@ def compare_scores(baseline: Rows, candidate: Rows, settings: VerdictSettings, *
         worst_document_damage=dec.worst_document_damage,
         worst_document_damage_source=_source(dec.worst_document_damage_source),
         rare_failure_pages=dec.rare_failure_pages, rare_failure_documents=dec.rare_failure_documents,
-        baseline_score=dec.baseline_score, baseline_floor=dec.baseline_floor, documents_needed=docs_need,
+        baseline_score=dec.baseline_score, baseline_floor=dec.baseline_floor, empty_output_mean=empty_mean,
+        documents_needed=docs_need,
         planning_shift=c.expected_shift, lower_bound_from=dec.lower_bound_from,
         bounded_log_wealth=dec.bounded_log_wealth, flips=n_flips, flips_source=flip_source,
         worse_threshold=c.worse_threshold, pages_worse=len(worse),
         pages_worse_ids=[i for _, i in worse[:PAGES_WORSE_LISTED]]))
+
+
+def empty_output_mean(empty: Rows | None, ids: list[str], metric: str, clip: bool) -> float | None:
+    """The mean an empty output scores on exactly the judged pages ``ids`` (clipped as the verdict clips the
+    scores); None without the rows or when one of those pages has no such score (then it is not the same pages)."""
+    if empty is None or any(i not in empty or empty[i].value(metric) is None for i in ids):
+        return None
+    v = np.array([empty[i].value(metric) for i in ids], dtype=float)
+    return float((np.clip(v, 0.0, 1.0) if clip else v).mean())
 
 
 def too_few_to_judge(baseline: Rows, candidate: Rows, settings: VerdictSettings) -> Verdict | None:

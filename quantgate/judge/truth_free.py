@@ -147,7 +147,8 @@ def truth_free_verdict(pages: OutputPages, settings: VerdictSettings, labeled: V
     verdict, reason = _reason(dec)
     method: MethodName = "rectified" if rectified else "bound"
     base_score = float(np.nanmean(pages.baseline_score)) if n_truth else None
-    fit = base_score is None or bool(C.baseline_fit(base_score, s.baseline_floor, s.higher_is_better))
+    empty = labeled.empty_output_mean if labeled else None  # what an empty output scores on the labeled pages
+    fit = base_score is None or bool(C.baseline_fit(base_score, s.baseline_floor, s.higher_is_better, empty))
     if not fit:
         verdict, reason = "inconclusive", "baseline_unfit"
     elif verdict == "within_noise" and (n_truth < s.min_labeled_pages or d_truth < s.min_labeled_documents):
@@ -170,6 +171,7 @@ def truth_free_verdict(pages: OutputPages, settings: VerdictSettings, labeled: V
         worst_page_damage_source="metric default", worst_document_damage=dec.worst_document_damage,
         worst_document_damage_source="metric default", rare_failure_pages=dec.rare_failure_pages,
         rare_failure_documents=dec.rare_failure_documents, baseline_score=base_score, baseline_floor=s.baseline_floor,
+        empty_output_mean=empty,
         pages_needed=dec.pages_needed, documents_needed=dec.documents_needed, planning_shift=0.0,
         lower_bound_from=dec.lower_bound_from, bounded_log_wealth=dec.bounded_log_wealth, flips=flips,
         flips_source="texts", method=method, bound_upper=upper, excess_lower=lcb if rectified else None,

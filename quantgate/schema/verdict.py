@@ -104,6 +104,16 @@ def document_damage_problem(document: float, page: float) -> str | None:
     return None
 
 
+def no_better_than_empty(score, empty: float | None, higher_is_better: bool):
+    """Whether the baseline reads no better than nothing: its mean score is not strictly on the better side of
+    the mean an empty output scores on the same pages (False when that is not known). Vectorised over ``score``.
+    A fixed floor cannot say this alone: on pages whose checks are mostly "absent" rules, reading nothing passes
+    many of them, and garbage scores above the floor."""
+    if empty is None:
+        return False
+    return score <= empty if higher_is_better else score >= empty
+
+
 class VerdictSettings(Record):
     """Every setting a verdict is made with, in one record: the metric, its direction and margin, the test,
     the resampling, the document-level rules and the truth-free ones. Checked once, when it is made (a study's
@@ -198,7 +208,8 @@ class _Head(Record):
 
     # 3: documents as the unit: the document-level fields below; 2 is read (they are then None)
     # 4: pages without truth: the method and truth-free fields at the end; 3 and 2 are read (they are then None)
-    schema_version: Literal[4] = 4
+    # 5: ``empty_output_mean``, what an empty output scores on the judged pages; 4, 3 and 2 are read (it is None)
+    schema_version: Literal[5] = 5
     metric: str
     higher_is_better: bool
     verdict: VerdictName
@@ -252,6 +263,9 @@ class Findings(Record):
     rare_failure_documents: int | None = None  # documents a pass needs (whole-document failures)
     baseline_score: float | None = None  # the baseline's own mean score on the judged pages (clipped for cer/wer)
     baseline_floor: float | None = None  # past it: baseline_unfit
+    # the mean an empty output scores on the same pages; a baseline no better than it is baseline_unfit whatever
+    # its floor (None: not scored, e.g. a study folder written before empty outputs were scored)
+    empty_output_mean: float | None = None
     documents_needed: int | None = None  # beside pages_needed, at planning_shift
     planning_shift: float | None = None  # the planning alternative: worse by this much (metric units, >= 0)
     lower_bound_from: Literal["studentized_hall", "student_t", "unbounded", "bounded_test"] | None = None
@@ -287,8 +301,8 @@ class Verdict(Findings, _Head):
     @model_validator(mode="before")
     @classmethod
     def _from_schema_2(cls, obj: Any) -> Any:
-        if isinstance(obj, dict) and obj.get("schema_version") in (2, 3):
-            return {**obj, "schema_version": 4}
+        if isinstance(obj, dict) and obj.get("schema_version") in (2, 3, 4):
+            return {**obj, "schema_version": 5}
         return obj
 
 
@@ -358,6 +372,11 @@ def explain(v: Verdict, lo: float, hi: float) -> str:
     m = v.margin
     if v.reason == "outputs_differ":
         return f"{v.pages_changed} of {v.pages_compared} pages' outputs differ; --exact passes only identical outputs"
+    if v.reason == "baseline_unfit" and v.baseline_score is not None and no_better_than_empty(
+            v.baseline_score, v.empty_output_mean, v.higher_is_better):
+        return (f"the baseline scores {v.baseline_score:.4f} on {v.metric}, no better than an empty output's "
+                f"{v.empty_output_mean:.4f} on the same pages: it cannot read these pages, so a candidate as good as it "
+                "says nothing; fix the baseline (model, prompt, max_tokens) or the pages")
     if v.reason == "baseline_unfit":
         side = "above" if not v.higher_is_better else "below"
         return (f"the baseline itself scores {v.baseline_score:.4f} {v.metric}, {side} the floor {v.baseline_floor:g}: "

@@ -420,10 +420,10 @@ def test_a_schema_2_verdict_still_reads():
     old = {k: v for k, v in row.items() if k not in Verdict.model_fields or k in list(Verdict.model_fields)[
         : list(Verdict.model_fields).index("documents")]} | {"schema_version": 2, "interval": "studentized_hall"}
     v = Verdict.model_validate(old)
-    assert v.schema_version == 4 and v.documents is None and v.baseline_score is None and v.pages_worse_ids == []
+    assert v.schema_version == 5 and v.documents is None and v.baseline_score is None and v.pages_worse_ids == []
     assert v.method is None and v.mean_bound is None  # nor the truth-free fields of schema 4
     with pytest.raises(ValueError):
-        Verdict.model_validate(old | {"schema_version": 5})
+        Verdict.model_validate(old | {"schema_version": 6})
 
 
 def test_an_end_the_bootstrap_cannot_bound_is_the_metrics_range_not_zero():

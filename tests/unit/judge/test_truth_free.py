@@ -126,7 +126,7 @@ def test_schema_3_verdicts_still_read():
                                                      "documents_without_truth", "pages_at_random",
                                                      "noise_mean_bound", "noise_flips")}
     back = Verdict.model_validate({**old, "schema_version": 3})
-    assert back.schema_version == 4 and back.method is None and back.verdict == row["verdict"]
+    assert back.schema_version == 5 and back.method is None and back.verdict == row["verdict"]
 
 
 def test_a_page_count_says_where_it_comes_from():
