@@ -174,6 +174,11 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
                doc="ParseBench semantic formatting as upstream scores a page: (text styling F0.5 + title accuracy + "
                    "(LaTeX + code blocks) / 5) / weights present, over the page's formatting rules (--parsebench)",
                family="parsebench"),
+    MetricSpec(name="parsebench_charts", bound="range_if_changed", higher_is_better=True, range=(0.0, 1.0),
+               margin=0.02, margin_why="one data point in fifty lost from the charts read into tables",
+               doc="ParseBench chart data points as upstream scores a page: the pass rate of its chart_data_point "
+                   "rules (a value in a table cell with its labels in its row, column, headers or title)",
+               family="parsebench"),
 )}
 
 FAMILIES: dict[str, list[str]] = {}

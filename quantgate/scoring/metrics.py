@@ -177,6 +177,14 @@ def _parsebench_formatting(pred: str, rules: list[dict]) -> float | None:
     return page_score(typed_rules(rules, "formatting"), pred)
 
 
+@metric("parsebench_charts", needs="parsebench", worst=0.0)
+def _parsebench_charts(pred: str, rules: list[dict]) -> float | None:
+    from quantgate.scoring.parsebench.charts import page_score
+    from quantgate.scoring.parsebench.dataset import typed_rules
+
+    return page_score(typed_rules(rules, "charts"), pred)
+
+
 def is_blank(pred: str | None) -> bool:
     """An output that reads nothing (none, or only whitespace): scored the metric's worst value, not by the metric
     (the one rule; the truth-free bounds follow it), except by ``checks``, whose checks judge an empty text

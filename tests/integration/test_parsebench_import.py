@@ -19,7 +19,7 @@ RULES = [
      "rule": {"bag_of_word": {"quarterly": 1, "revenue": 2}}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "order", "rule": {"before": "quarterly", "after": "revenue"}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "is_bold", "rule": {"text": "quarterly"}},
-    {"pdf": "text/doc1.pdf", "page": 1, "type": "chart_data_point", "rule": {"value": 3, "labels": ["Q1"]}},
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "chart_data_array_labels", "rule": {"data": [["Q1", 3]]}},
 ]
 
 
@@ -37,7 +37,7 @@ def test_rules_travel_with_their_page_and_are_scored(tmp_path):
     src, f = _setup(tmp_path, RULES)
     code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
     assert code == 0, err
-    assert "1 chart_data_point rule(s) left out" in err
+    assert "1 chart_data_array_labels rule(s) left out" in err
     ps = load_pageset(tmp_path / "set")
     pages = ps.by_id()
     assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold"]

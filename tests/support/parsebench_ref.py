@@ -100,6 +100,7 @@ CLASSES = {
     "title_hierarchy_percent": "rules_formatting.TitleHierarchyPercentRule",
     "is_header": "rules_formatting.PageSectionRule",
     "is_footer": "rules_formatting.PageSectionRule",
+    "chart_data_point": "rules_chart.ChartDataPointRule",
 }
 
 

@@ -1,9 +1,10 @@
 """Reads a ParseBench dimension file (upstream's public dataset layout: one rule per JSONL line, ``{"pdf": ...,
-"page": N, "type": ..., "rule": {...} or its JSON text, "id": ...}``) into each page's content-faithfulness and
-semantic-formatting rules, keyed as ``pages import`` names a PDF's pages (``<pdf stem>_pg<N>``; a rule without a
-page is upstream's whole-document rule and goes to page 1, since ParseBench's documents are single pages).
+"page": N, "type": ..., "rule": {...} or its JSON text, "id": ...}``) into each page's content-faithfulness,
+semantic-formatting and chart-data-point rules, keyed as ``pages import`` names a PDF's pages
+(``<pdf stem>_pg<N>``; a rule without a page is upstream's whole-document rule and goes to page 1, since
+ParseBench's documents are single pages).
 
-A rule type of a dimension quantgate does not score (tables, charts, layout...) is left out and counted, as each
+A rule type quantgate does not score (tables, chart arrays, layout...) is left out and counted, as each
 dimension's score leaves the others' rules out. A type upstream does not know at all, or a rule upstream would
 refuse to build, is bad input: one DataError naming the file, line and type, before anything is written (a
 typo must not silently shrink a page's rules, as a not-applicable record would)."""
@@ -13,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from quantgate.errors import DataError, InputError
 from quantgate.io.fileio import read_jsonl
 from quantgate.schema.load import parse_json
-from quantgate.scoring.parsebench import formatting
+from quantgate.scoring.parsebench import charts, formatting
 from quantgate.scoring.parsebench.rules import RULE, TYPES, problem
 
 # every rule type upstream's ``TestType`` names at the pinned commit (test_types.py) beyond this family's TYPES,
@@ -29,12 +30,13 @@ present absent baseline unexpected_sentence too_many_sentence_occurence missing_
 unexpected_word too_many_word_occurence missing_word missing_specific_word table tables_values tables_num_rows
 tables_num_cols table_colspan table_rowspan table_same_row table_same_column table_header_chain table_adjacent_up
 table_adjacent_down table_adjacent_left table_adjacent_right table_top_header table_left_header table_no_left
-table_no_right table_no_above table_no_below chart_data_point chart_data_array_labels chart_data_array_data
+table_no_right table_no_above table_no_below chart_data_array_labels chart_data_array_data
 math rotate_check form_field layout expected_markdown
 """.split())
 # the scored families: rule type → (family, its validator, upstream's refusals)
 FAMILY_OF = {**{t: ("content", RULE, problem) for t in TYPES},
-             **{t: ("formatting", formatting.FORMAT_RULE, formatting.problem) for t in formatting.TYPES}}
+             **{t: ("formatting", formatting.FORMAT_RULE, formatting.problem) for t in formatting.TYPES},
+             "chart_data_point": ("charts", TypeAdapter(charts.ChartPoint), charts.problem)}
 
 
 def _why_invalid(rule: dict) -> tuple[object, str | None]:
@@ -44,7 +46,8 @@ def _why_invalid(rule: dict) -> tuple[object, str | None]:
         typed = adapter.validate_python(rule)
     except ValidationError as e:
         err = e.errors()[0]
-        return None, f"{'.'.join(map(str, err['loc'][1:])) or 'rule'}: {err['msg']}"
+        loc = err["loc"][1:] if err["loc"][:1] == (rule["type"],) else err["loc"]  # a union's tag comes first
+        return None, f"{'.'.join(map(str, loc)) or 'rule'}: {err['msg']}"
     return typed, refusal(typed)
 
 
@@ -78,7 +81,7 @@ def _page_id(pdf: object, page: object, where: str) -> str:
 
 
 def read_rules(path: str | Path) -> ParseBenchRules:
-    """The file's scored rules (content faithfulness, semantic formatting) by page id, each as upstream writes it
+    """The file's scored rules (content faithfulness, semantic formatting, chart data points) by page id, each as upstream writes it
     (validated here)."""
     out = ParseBenchRules(by_page={})
     for no, row in read_jsonl(Path(path), final_newline_optional=True):
