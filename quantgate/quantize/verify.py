@@ -7,11 +7,11 @@ match nothing or too much are a known failure of VLM quantization; this catches 
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
 from quantgate.errors import InputError, VerificationError
+from quantgate.schema.load import load_json
 from quantgate.schema.variant import Verification
 
 
@@ -103,7 +103,7 @@ def map_to_checkpoint(module_names: list[str], prefixes: set[str]) -> dict[str, 
 def verify_checkpoint(model_dir: Path, plan: dict[str, str], kinds: dict[str, str]) -> Verification:
     """Raise VerificationError listing every module whose saved format differs from the plan."""
     model_dir = Path(model_dir)
-    cfg = json.loads((model_dir / "config.json").read_text("utf-8"))
+    cfg = load_json(model_dir / "config.json", "model config")  # under the loader's limits
     qcfg = cfg.get("quantization_config")
     quantized_planned = any(f != "bf16" for f in plan.values())
     if quantized_planned and not qcfg:

@@ -3,12 +3,12 @@ is used with."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import load_json
 from quantgate.schema.sensitivity import SensitivityFile
 
 
@@ -16,10 +16,7 @@ def load_sensitivity(path: str | Path) -> SensitivityFile:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such sensitivity file (make one with `quantgate sensitivity`)")
-    try:
-        obj = json.loads(path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+    obj = load_json(path, "sensitivity file")  # under the loader's limits: one DataError naming the file and line
     if not isinstance(obj, dict) or obj.get("kind") != "quantgate.sensitivity":
         raise InputError(f"{path}: not a quantgate sensitivity file (kind is not 'quantgate.sensitivity')")
     s = parse_record(SensitivityFile, obj, where=str(path))

@@ -11,6 +11,7 @@ import yaml
 from quantgate.errors import InputError
 from quantgate.recipes import ModuleInfo, Recipe
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import parse_yaml
 from quantgate.schema.sensitivity import SensitivityFile
 from quantgate.sensitivity.budget import human
 from quantgate.sensitivity.groups import resolve_assignment
@@ -75,7 +76,7 @@ def recipe_yaml(sens: SensitivityFile, rec: Recommendation, *, name: str, source
 
 def check_recipe(sens: SensitivityFile, rec: Recommendation, text: str) -> Recipe:
     """The written recipe must resolve to exactly the chosen formats (and BF16 elsewhere)."""
-    recipe = parse_record(Recipe, yaml.safe_load(text), where="recommended recipe")
+    recipe = parse_record(Recipe, parse_yaml(text, "recommended recipe"), where="recommended recipe")
     from quantgate.recipes import resolve
 
     modules = [ModuleInfo(m.name, m.kind, m.layer, m.in_features, m.out_features) for m in sens.modules]

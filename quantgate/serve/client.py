@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
-from quantgate.errors import QuantgateError
+from quantgate.errors import DataError, QuantgateError
 from quantgate.io.chain import Chain
 from quantgate.io.fileio import append_jsonl, fsync_file
+from quantgate.schema.load import parse_json
 from quantgate.schema.run import RequestRecord
 from quantgate.serve.wire import ChatChunk, ChatCompletion, Usage, WireError, model_matches, parse, server_error
 
@@ -111,8 +111,8 @@ async def _read_body(r: aiohttp.ClientResponse, cap: int) -> bytes:
 def _completion(raw: bytes, spec: RequestSpec) -> tuple[str, str | None, Usage | None]:
     """A non-streamed answer: its text, finish_reason and usage."""
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        obj = parse_json(raw, "response")  # a server's answer, under the loader's limits (depth, number size)
+    except DataError:
         raise BadResponse(f"not an OpenAI chat completion: {raw[:200]!r}") from None
     if (msg := server_error(obj)) is not None:
         raise BadResponse(f"server error: {msg}")
@@ -143,8 +143,8 @@ class _Stream:
         if data == "[DONE]":
             return True
         try:
-            obj = json.loads(data)
-        except json.JSONDecodeError:
+            obj = parse_json(data, "stream chunk")
+        except DataError:
             raise BadResponse(f"malformed stream chunk: {data[:200]!r}") from None
         if (msg := server_error(obj)) is not None:
             raise BadResponse(f"server error in stream: {msg}")

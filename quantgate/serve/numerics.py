@@ -12,10 +12,10 @@ with plain matmuls. Only it imports torch."""
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.schema.load import load_json
 from quantgate.schema.run import Computes, FormatNumerics, KernelCounts, RunNumerics
 from quantgate.serve.kernels import kernel_names
 
@@ -76,10 +76,7 @@ def variant_formats(variant: Path) -> tuple[dict | None, list[str]]:
     cfg_path = Path(variant) / "config.json"
     if not cfg_path.is_file():
         return None, []
-    try:
-        cfg = json.loads(cfg_path.read_text("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{cfg_path}: not valid JSON ({e}); restore the variant's config.json") from None
+    cfg = load_json(cfg_path, "model config")  # a variant's file: under the loader's limits, one error naming the line
     q = cfg.get("quantization_config") if isinstance(cfg, dict) else None
     if not q:
         return None, []

@@ -4,7 +4,6 @@ one record per request, resumable."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import uuid
@@ -20,6 +19,7 @@ from quantgate.io.fileio import atomic_write_json, read_jsonl, recorded_path
 from quantgate.io.fingerprint import weights_fingerprint
 from quantgate.io.modeldir import check_model_dir
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import load_json
 from quantgate.schema.placement import same_placement
 from quantgate.schema.run import (
     DEFAULT_PROMPT,
@@ -250,7 +250,7 @@ def _resume(manifest: RunManifest, out: Path, overwrite: bool, layout: ServerLay
     ``overwrite`` its records discarded."""
     if not (out / RUN).is_file():
         return
-    old = parse_record(RunManifest, json.loads((out / RUN).read_text("utf-8")), where=str(out / RUN))
+    old = parse_record(RunManifest, load_json(out / RUN, "run manifest"), where=str(out / RUN))  # the loader's limits
     # Identity by content, not path: a moved study folder resumes instead of re-serving.
     ident = old.variant_fingerprint or old.variant
     m = manifest

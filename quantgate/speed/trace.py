@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import json
+import io
 import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from quantgate.errors import InputError
+from quantgate.schema.load import parse_json, read_regular
 from quantgate.schema.speed import KernelSlot, StepProfile
 from quantgate.schema.variant import PlanRow
 
@@ -70,13 +71,23 @@ def finishes_previous(name: str, cls: str) -> bool:
     return cls == "gemm" and bool(_FINISHES_PREVIOUS.search(name))
 
 
+# a trace of the few decode steps speed.profile records is tens of MiB; 1 GiB leaves room for a long one (the loader's
+# default, 256 MiB, is sized for quantgate's own files)
+TRACE_BYTES = 1 << 30
+
+
 def load_trace(path: Path) -> dict:
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-        obj = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: not a readable torch-profiler trace ({e})") from None
+    raw = read_regular(path, "torch-profiler trace", TRACE_BYTES)
+    if raw[:2] == b"\x1f\x8b":
+        try:  # read to the limit, not decompressed whole: a small gzip bomb would fill memory
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(TRACE_BYTES + 1)
+        except (OSError, EOFError) as e:
+            raise InputError(f"{path}: not a readable torch-profiler trace ({e})") from None
+        if len(raw) > TRACE_BYTES:
+            raise InputError(f"{path}: larger than {TRACE_BYTES >> 20} MiB unpacked; not a trace of the few decode "
+                             "steps quantgate profiles")
+    obj = parse_json(raw, str(path))  # under the loader's limits: one DataError naming the file and line
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise InputError(f"{path}: no 'traceEvents' list: not a torch-profiler (Chrome) trace")
     return obj

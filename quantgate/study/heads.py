@@ -12,10 +12,10 @@ that does not divide them. The rules, from vLLM 0.26's source (not measured here
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import DataError, InputError
+from quantgate.schema.load import load_json
 from quantgate.serve.backends.transformers import _flag_value
 
 
@@ -51,13 +51,13 @@ def tp_problems(counts: dict[str, int], tp: int, encoder_data_parallel: bool = F
 
 def check_heads(model_dir: Path, tp: int, server_args: list[str], where: str = "") -> None:
     cfg_path = Path(model_dir) / "config.json"
-    try:
-        config = json.loads(cfg_path.read_text("utf-8"))
-    except FileNotFoundError:
+    if not cfg_path.exists():
         raise InputError(f"{where}: tensor_parallel_size {tp}: {cfg_path} not found, so its heads cannot be checked "
-                         "(the study's 'model' must be a model folder)") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{where}: tensor_parallel_size {tp}: cannot read {cfg_path} ({e})") from None
+                         "(the study's 'model' must be a model folder)")
+    try:
+        config = load_json(cfg_path, "model config")  # a downloaded model's file: under the loader's limits
+    except DataError as e:
+        raise DataError(f"{where}: tensor_parallel_size {tp}: {e}") from None
     data_parallel_encoder = _flag_value(server_args, "--mm-encoder-tp-mode") == "data"
     bad = tp_problems(head_counts(config), tp, data_parallel_encoder)
     if bad:

@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from quantgate.errors import InputError
+from quantgate.schema.load import load_json
 from quantgate.study.init_pages import (  # noqa: F401  (init's page side, named here for its callers)
     ImportRequest,
     PageFacts,
@@ -59,7 +60,7 @@ def inspect_model(model: Path) -> ModelFacts:
                          "*.safetensors)")
     check_model_dir(model)  # safetensors only, no remote code, a chat template that renders
     mm = model_modules(model)
-    cfg = json.loads((model / "config.json").read_text("utf-8"))
+    cfg = load_json(model / "config.json", "model config")  # a downloaded model's file: under the loader's limits
     presets, refused = {}, {}
     for name in list_presets():
         try:

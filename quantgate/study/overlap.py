@@ -16,12 +16,12 @@ server is then started with that share of the GPU as its ``gpu_memory_utilizatio
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 from quantgate.schema.base import Record
+from quantgate.schema.load import load_json
 
 GIB = 1 << 30
 # what a vLLM server holds besides weights and KV cache: CUDA context (~0.5 GiB), the profiling run's
@@ -82,7 +82,7 @@ def kv_bytes(model_dir: Path, extra_args: list[str], max_model_len: int | None, 
             val = m.group(1) or (extra_args[i + 1] if i + 1 < len(extra_args) else "")
             if str(val).isdigit():
                 return int(val), "--kv-cache-memory-bytes"
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    cfg = load_json(Path(model_dir) / "config.json", "model config")  # a downloaded model's file: the loader's limits
     t = cfg.get("text_config", cfg)
     n = int(t.get("num_hidden_layers", 0))
     types = t.get("layer_types") or ["full_attention"] * n

@@ -31,6 +31,7 @@ from quantgate.io.fileio import (
     sha256_file,
 )
 from quantgate.schema.base import parse_record
+from quantgate.schema.load import load_json
 from quantgate.schema.tune import Trial, TuneFile, TuneInputs
 from quantgate.tune import policy
 from quantgate.tune import report as _report  # noqa: F401  (registers the tune's section of the study report)
@@ -188,7 +189,7 @@ class Tuner:
             if (self.tdir / TRIALS).is_file() and not overwrite:
                 raise InputError(f"{self.tdir}: has trials but no {TUNE_JSON}; pass --overwrite to start this tune again")
             return
-        old = parse_record(TuneFile, json.loads(path.read_text("utf-8")), where=str(path))
+        old = parse_record(TuneFile, load_json(path, "tune record"), where=str(path))  # under the loader's limits
         same_anyway = {"study", "sensitivity", "sensitivity_sha256"}  # paths, and the file's timings and date
         mine, theirs = self.inputs.model_dump(exclude=same_anyway), old.inputs.model_dump(exclude=same_anyway)
         if mine != theirs and not overwrite:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quantgate.errors import InputError
 from quantgate.reports.html import COLOR, WORD, figure_svg, template_env
 from quantgate.reports.sections import register_section
 from quantgate.schema.base import parse_record
@@ -20,20 +19,16 @@ from quantgate.sensitivity.budget import human
 
 
 def load_tunes(out: Path) -> list[tuple[TuneFile, SensitivityFile | None]]:
-    import json
+    from quantgate.schema.load import load_json
 
     root = Path(out) / "tune"
     found = []
     for path in sorted(root.glob("*/tune.json")) if root.is_dir() else []:
-        try:
-            obj = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError) as e:
-            raise InputError(f"{path}: cannot read the tune record ({e}); rerun `quantgate tune` to rewrite it") from None
-        tf = parse_record(TuneFile, obj, where=str(path))
+        tf = parse_record(TuneFile, load_json(path, "tune record"), where=str(path))  # under the loader's limits
         sp = Path(out) / tf.sensitivity_copy
         sens = None
         if sp.is_file() and sp.resolve().is_relative_to(root.resolve()):
-            sens = parse_record(SensitivityFile, json.loads(sp.read_text("utf-8")), where=str(sp))
+            sens = parse_record(SensitivityFile, load_json(sp, "sensitivity file"), where=str(sp))
         found.append((tf, sens))
     return sorted(found, key=lambda t: (t[0].inputs.mode, t[0].inputs.limit, t[0].name))
 

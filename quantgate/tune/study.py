@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from quantgate.errors import InputError
+from quantgate.schema.load import load_yaml
 from quantgate.schema.summary import Summary
 from quantgate.schema.tune import Measured, TrialStudy
 
@@ -60,10 +61,7 @@ def load_user_study(path: Path):
 
     from quantgate.study.spec import load_study
 
-    try:
-        obj = yaml.safe_load(path.read_text("utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read the study ({e})") from None
+    obj = load_yaml(path, "study")  # under the loader's limits: one DataError naming the file and line
     if not (isinstance(obj, dict) and isinstance(obj.get("variants"), list) and len(obj["variants"]) == 1):
         return load_study(path)
     obj["variants"].append({"name": "quantgate-tune-placeholder", "recipe": "bf16"})

@@ -66,6 +66,9 @@ TYPE_FAULTS = {
     "finish_reason an int": (stream(chunk("a", finish=1)), "field 'choices.0.finish_reason'"),
     "model missing": (stream({"choices": [{"index": 0, "delta": {"content": "a"}}]}), "field 'model'"),
     "a chunk that is a list": (stream("[1, 2]"), "not an OpenAI chat chunk"),
+    # past the loader's limits (quantgate.schema.load): nesting and a number json.loads cannot convert
+    "a chunk nested 200,000 deep": (stream("[" * 200_000 + "]" * 200_000), "malformed stream chunk"),
+    "a chunk with a 5,001-digit number": (stream('{"n": ' + "9" * 5001 + "}"), "malformed stream chunk"),
 }
 
 

@@ -212,7 +212,7 @@ def test_unquantized_missing_and_broken_configs(tmp_path):
     assert kv.kv_cache and any("KV cache" in n for n in numerics_notes(kv))
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text("{not json")
-    with pytest.raises(InputError, match=r"bad/config.json: not valid JSON"):
+    with pytest.raises(InputError, match=r"bad/config.json:1: not valid JSON"):
         variant_numerics(tmp_path / "bad", "transformers")
     (tmp_path / "bad" / "config.json").write_text(json.dumps({"quantization_config": {
         "quant_method": "compressed-tensors", "config_groups": ["x"]}}))

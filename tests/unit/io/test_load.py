@@ -163,3 +163,123 @@ def test_a_downloaded_models_json_is_read_under_the_limits(tmp_path):
     (tmp_path / "config.json").write_bytes(DEEP_JSON)
     with pytest.raises(DataError, match=r"config\.json: nested more than"):
         check_model_dir(tmp_path, chat_template=False)
+
+
+def _config_folder(tmp_path: Path, content: bytes) -> Path:
+    (tmp_path / "m").mkdir(exist_ok=True)
+    (tmp_path / "m" / "config.json").write_bytes(content)
+    return tmp_path / "m" / "config.json"
+
+
+def _tune_record(tmp_path: Path, content: bytes) -> Path:
+    f = tmp_path / "o" / "tune" / "t" / "tune.json"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_bytes(content)
+    return f
+
+
+def _plain(name: str):
+    def put(tmp_path: Path, content: bytes) -> Path:
+        (tmp_path / name).write_bytes(content)
+        return tmp_path / name
+    return put
+
+
+def _gzipped(tmp_path: Path, content: bytes) -> Path:
+    import gzip
+
+    (tmp_path / "trace.json.gz").write_bytes(gzip.compress(content))
+    return tmp_path / "trace.json.gz"
+
+
+def _family_readers():
+    """(family, where its file goes, how quantgate reads it) for the readers beyond the record files: tune records,
+    sensitivity files, a run's resume, a model's config.json (serving, tensor-parallel heads, KV memory, the
+    quantized checkpoint's check), a profiler trace (plain and gzipped), a tune's user study."""
+    from quantgate.quantize.verify import verify_checkpoint
+    from quantgate.sensitivity.load import load_sensitivity
+    from quantgate.serve.numerics import variant_formats
+    from quantgate.serve.run import _resume
+    from quantgate.speed.trace import load_trace
+    from quantgate.study.heads import check_heads
+    from quantgate.study.overlap import kv_bytes
+    from quantgate.tune.report import load_tunes
+    from quantgate.tune.study import load_user_study
+
+    return [
+        ("tune record", _tune_record, lambda f: load_tunes(f.parents[2])),
+        ("sensitivity", _plain("sens.json"), load_sensitivity),
+        ("run resume", _plain("run.json"), lambda f: _resume(None, f.parent, False)),  # read before it is compared
+        ("config: numerics", _config_folder, lambda f: variant_formats(f.parent)),
+        ("config: heads", _config_folder, lambda f: check_heads(f.parent, 2, [], "study.yaml")),
+        ("config: kv memory", _config_folder, lambda f: kv_bytes(f.parent, [], None, 1)),
+        ("config: checkpoint", _config_folder, lambda f: verify_checkpoint(f.parent, {}, {})),
+        ("trace", _plain("trace.json"), load_trace),
+        ("trace gzipped", _gzipped, load_trace),
+        ("tune study", _plain("study.yaml"), load_user_study),
+    ]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"[" * 2 * MAX_DEPTH + b"]" * 2 * MAX_DEPTH + b"\n", f"nested more than {MAX_DEPTH} levels"),
+    (HUGE_INT, "a number of "),
+    (b'{"a": 1}\x00\n', "a NUL byte"),
+    (b"\xff\xfe{\x00}\x00\n", "UTF-16"),
+])
+def test_every_reader_family_refuses_hostile_content_in_one_line(tmp_path, content, needle):
+    for family, put, read in _family_readers():
+        f = put(tmp_path, content)
+        with no_hang(), pytest.raises(QuantgateError) as e:
+            read(f)
+        msg = str(e.value)
+        assert str(f) in msg and needle in msg and "\n" not in msg, (family, msg)
+
+
+def test_every_reader_family_reads_past_a_bom(tmp_path):
+    """A byte-order mark is no parse error: what follows it is read, so any refusal is about the fields."""
+    for family, put, read in _family_readers():
+        f = put(tmp_path, BOM + b'{"kind": "x"}\n')
+        try:
+            with no_hang():
+                read(f)
+        except QuantgateError as e:
+            assert not any(w in str(e) for w in ("not valid", "UTF", "byte-order", "NUL")), (family, str(e))
+
+
+def test_a_parsebench_rule_given_as_text_is_parsed_under_the_limits(tmp_path):
+    from quantgate.scoring.parsebench.dataset import read_rules
+
+    f = tmp_path / "rules.jsonl"
+    for body, needle in (("[" * 5_000 + "]" * 5_000, "nested more than"), ('{"n": ' + "9" * 5001 + "}", "a number of ")):
+        f.write_text(json.dumps({"pdf": "a.pdf", "type": "order", "rule": body}) + "\n")
+        with pytest.raises(DataError, match=rf"^{f}:1: 'rule' is text that is not JSON \(.*{needle}"):
+            read_rules(f)
+
+
+# text quantgate parses that is no file it loads: each with why it needs no limits of the loader
+NOT_LOADED_FILES = {
+    "quantgate/io/modeldir.py": "the chat-template sandbox's child and parent, each reading what the other wrote",
+    "quantgate/scoring/olmocr_math.py": "KaTeX's results, written by quantgate's own page in the Chromium it started",
+}
+
+
+def test_nothing_parses_json_or_yaml_beside_the_one_reader():
+    """A json.loads or yaml.safe_load of a file elsewhere would skip the limits (depth, number size, file size) that
+    keep a hostile file to one line; a new reader goes through quantgate.schema.load."""
+    import ast
+
+    from tests.support.paths import REPO
+
+    parsers = {("json", "loads"), ("json", "load"), ("yaml", "safe_load"), ("yaml", "load"), ("yaml", "full_load"),
+               ("yaml", "unsafe_load")}
+    found = []
+    for f in sorted((REPO / "quantgate").rglob("*.py")):
+        rel = f.relative_to(REPO).as_posix()
+        if rel == "quantgate/schema/load.py" or rel in NOT_LOADED_FILES:
+            continue
+        for node in ast.walk(ast.parse(f.read_text("utf-8"))):
+            func = getattr(node, "func", None) if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                    (func.value.id, func.attr) in parsers:
+                found.append(f"{rel}:{node.lineno}: {func.value.id}.{func.attr}")
+    assert found == [], found
