@@ -413,7 +413,7 @@ def _old_dict_report(study, out, pages_sha256, variant_dirs, verdicts, compare_l
         v["preemptions"] = None if pre is None else {str(k): n for k, n in pre.items()}
     expected = (len(study["variants"]) - 1) * len(study["metrics"])
     return {
-        "schema_version": 4, "kind": "quantgate.report", "created": None,
+        "schema_version": 5, "kind": "quantgate.report", "created": None,
         "study": study, "baseline": study["baseline"], "compare_level": compare_level, "noise_level": noise_level,
         "complete": len(verdicts) == expected and (not study.get("lm_eval") or bool(lm_eval and lm_eval["verdicts"])),
         "verdicts": verdicts, "lm_eval": lm_eval, "variants": variants, "worst_pages": worst,
@@ -468,8 +468,8 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     # the truth-free bounds of each candidate and of the baseline's re-run, beside their score files
     files += [f"scores/{v['name']}-c{c0}.bounds.jsonl" for v in st["variants"] if v["name"] != base] + \
         [f"scores/{base}-c{nl}.bounds.jsonl"]
-    files += ["pages/pageset.json"] + sorted(p.relative_to(out).as_posix() for p in (out / "lmeval" / "task").rglob("*")
-                                             if p.is_file())
+    files += ["study.json", "pages/pageset.json"] + sorted(
+        p.relative_to(out).as_posix() for p in (out / "lmeval" / "task").rglob("*") if p.is_file())
     for v in st["variants"]:
         files += [f"lmeval/{v['name']}/lmeval.json"] + [f"lmeval/{v['name']}/samples-{t}.jsonl" for t in
                                                          sorted(lm_eval["runs"][v["name"]]["tasks"])]
