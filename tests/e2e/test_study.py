@@ -445,8 +445,10 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
                                **{k: st[k].get(m) for k in ("worst_page_damage", "worst_document_damage",
                                                             "baseline_floor")})
 
+    empty = read_scores(out / "scores" / "empty-output.jsonl")  # what reading nothing scores: fitness rests on it
     verdicts = [{"variant": v["name"], **compare_scores(sc(base, c0), sc(v["name"], c0), settings(m), noise=sc(base, nl),
-                                                        names=Names(f"{base}@c{c0}", f"{v['name']}@c{c0}")).model_dump()}
+                                                        names=Names(f"{base}@c{c0}", f"{v['name']}@c{c0}"),
+                                                        empty=empty).model_dump()}
         for v in st["variants"] if v["name"] != base for m in st["metrics"]]
     lm = st["lm_eval"]
     lm_eval = {"verdicts": [{"variant": v["name"], **r.model_dump()} for v in st["variants"] if v["name"] != base
@@ -468,7 +470,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     # the truth-free bounds of each candidate and of the baseline's re-run, beside their score files
     files += [f"scores/{v['name']}-c{c0}.bounds.jsonl" for v in st["variants"] if v["name"] != base] + \
         [f"scores/{base}-c{nl}.bounds.jsonl"]
-    files += ["study.json", "pages/pageset.json"] + sorted(
+    files += ["study.json", "scores/empty-output.jsonl", "pages/pageset.json"] + sorted(
         p.relative_to(out).as_posix() for p in (out / "lmeval" / "task").rglob("*") if p.is_file())
     for v in st["variants"]:
         files += [f"lmeval/{v['name']}/lmeval.json"] + [f"lmeval/{v['name']}/samples-{t}.jsonl" for t in
@@ -511,6 +513,7 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
                                   # a score file is <variant>-c<level>.jsonl; the truth-free bounds file beside it
                                   # is <variant>-c<level>.bounds.jsonl, rows of another model
                                   ("scores/*[0-9].jsonl", ScoreRow, True), ("scores/*.bounds.jsonl", BoundRow, True),
+                                  ("scores/empty-output.jsonl", ScoreRow, True),  # each judged page read as empty
                                   ("lmeval/*/lmeval.json", LmEvalRun, False),
                                   ("summary.json", Summary, False)]:
         files = sorted(out.glob(pattern))
@@ -525,6 +528,7 @@ def test_every_file_between_stages_of_the_demo_validates(demo):
                     "runs/*/requests.jsonl": n, "runs/*/run.json": n,
                     "scores/*[0-9].jsonl": n + 1,  # one level each, and the baseline's noise run
                     "scores/*.bounds.jsonl": n,  # each candidate's, and the baseline's noise run, against the baseline
+                    "scores/empty-output.jsonl": 1,
                     "lmeval/*/lmeval.json": n, "summary.json": 1}
 
 
