@@ -134,6 +134,14 @@ def cmd_score(a: argparse.Namespace) -> int:
         # what an output that reads nothing scores on the pages scored here: the bar a baseline must clear
         scored = {r.page_id for r in rows if r.value("checks") is not None}
         empty_bar = empty_output_mean(p.checks for p in pages if p.id in scored)
+    board = None
+    if "parsebench" in families:
+        from quantgate.scoring.parsebench.leaderboard import leaderboard
+        from quantgate.scoring.scores import model_texts
+
+        # upstream's leaderboard: each number the mean over the pages it applies to (a failed request left out)
+        given = model_texts(preds)
+        board = leaderboard((p.parsebench, given.get(p.id)) for p in pages if p.id not in failed and p.parsebench)
     missing = [r.page_id for r in rows if r.error == "missing"]
     if missing:  # listed, not only counted: a system that skipped pages is judged on them as empty
         print(f"warning: {len(missing)} page(s) of split {a.split} have no prediction in {a.predictions}, scored as "
@@ -147,7 +155,8 @@ def cmd_score(a: argparse.Namespace) -> int:
                    | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {})
                    | ({"omnidoc15": omnidoc15.model_dump() | {"overall": None, "overall_why": v15.OVERALL_WHY}}
                       if omnidoc15 else {})
-                   | ({"checks_empty_output": empty_bar} if empty_bar is not None else {}))
+                   | ({"checks_empty_output": empty_bar} if empty_bar is not None else {})
+                   | ({"parsebench": board.model_dump()} if board else {}))
         return 0
     if failed:
         print(f"warning: {len(failed)} page(s) not scored, their request failed (not the model's output; a study "
@@ -168,6 +177,10 @@ def cmd_score(a: argparse.Namespace) -> int:
     if empty_bar is not None:
         print(f"checks: an output that reads nothing scores {empty_bar:.4f} on these pages (its absent and blank-page "
               "checks pass); a system at or below that reads nothing the checks see")
+    if board:
+        from quantgate.scoring.parsebench.leaderboard import lines
+
+        print("\n".join(lines(board)))
     if omnidoc:
         print(f"OmniDocBench whole-set values as upstream aggregates them (TEDS per table, edit distances per page), "
               f"{omnidoc.pages_with_truth} pages with truth:")

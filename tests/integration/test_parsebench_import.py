@@ -84,8 +84,15 @@ def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path)
     code, out, err = run_cli("score", "--pages", tmp_path / "set", "--predictions", preds, "-o",
                              tmp_path / "s.jsonl", "--metrics", "parsebench", "--json")
     assert code == 0, err
-    summaries = {m["metric"]: m for m in json.loads(out)["metrics"]}
+    body = json.loads(out)
+    summaries = {m["metric"]: m for m in body["metrics"]}
     assert summaries["parsebench_content"]["n"] == 2
     assert summaries["parsebench_content"]["mean"] == pytest.approx(((2 / 3) / 1.5 + 0.5) / 2)
     # only doc1 has a formatting rule (is_bold "quarterly", not bold there): styling F(0, 1) = 0
     assert summaries["parsebench_formatting"]["n"] == 1 and summaries["parsebench_formatting"]["mean"] == 0.0
+    # beside them, upstream's leaderboard numbers: the headlines are the same means; each rule type's pass rate
+    board = body["parsebench"]
+    assert board["headlines"]["content_faithfulness"] == pytest.approx(summaries["parsebench_content"]["mean"])
+    assert board["pages"] == {"content_faithfulness": 2, "semantic_formatting": 1, "rule_chart_data_point_pass_rate": 0}
+    assert board["rule_pass_rates"] == pytest.approx({"is_bold": 0.0, "missing_word_percent": 2 / 3, "order": 0.0,
+                                                      "unexpected_word_percent": 0.5})
