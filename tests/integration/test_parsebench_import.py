@@ -1,6 +1,6 @@
-"""`pages import --parsebench`: each page carries its ParseBench content and formatting rules, scored by
-parsebench_content and parsebench_formatting; another dimension's rule is left out and counted; a rule naming a
-page not imported, or an unknown rule type, is refused with nothing written."""
+"""`pages import --parsebench`: each page carries its ParseBench content, formatting and chart-point rules, scored by
+parsebench_content, parsebench_formatting and parsebench_charts; another dimension's rule is left out and counted;
+a rule naming a page not imported, or an unknown rule type, is refused with nothing written."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ RULES = [
     {"pdf": "text/doc1.pdf", "page": 1, "type": "order", "rule": {"before": "quarterly", "after": "revenue"}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "is_bold", "rule": {"text": "quarterly"}},
     {"pdf": "text/doc1.pdf", "page": 1, "type": "chart_data_array_labels", "rule": {"data": [["Q1", 3]]}},
+    {"pdf": "text/doc1.pdf", "page": 1, "type": "chart_data_point", "rule": {"value": "4.2", "labels": ["revenue"]}},
 ]
 
 
@@ -40,16 +41,20 @@ def test_rules_travel_with_their_page_and_are_scored(tmp_path):
     assert "1 chart_data_array_labels rule(s) left out" in err
     ps = load_pageset(tmp_path / "set")
     pages = ps.by_id()
-    assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold"]
+    assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold",
+                                                                "chart_data_point"]
     assert pages["doc2_pg1"].parsebench == [] and pages["doc1_pg1"].schema_version == 4
-    rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; **quarterly** revenue rose.",
-                                                   "doc2_pg1": "anything"},
-                                              [get_metric("parsebench_content"), get_metric("parsebench_formatting")])}
+    metrics = [get_metric(m) for m in ("parsebench_content", "parsebench_formatting", "parsebench_charts")]
+    rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; **quarterly** revenue rose.\n\n"
+                                                               "| | revenue |\n|---|---|\n| Q3 | $4.2 |",
+                                                   "doc2_pg1": "anything"}, metrics)}
     # missing: revenue twice and quarterly once, 3/3; order: the first "quarterly" precedes the last "revenue"
     assert rows["doc1_pg1"].model_extra["parsebench_content"] == 1.0
     assert rows["doc1_pg1"].model_extra["parsebench_formatting"] == 1.0  # quarterly is bold
+    assert rows["doc1_pg1"].model_extra["parsebench_charts"] == 1.0  # 4.2 under the revenue column
     assert rows["doc2_pg1"].model_extra["parsebench_content"] is None
     assert rows["doc2_pg1"].model_extra["parsebench_formatting"] is None
+    assert rows["doc2_pg1"].model_extra["parsebench_charts"] is None
 
 
 def test_a_rule_for_a_page_not_imported_is_refused(tmp_path):
@@ -93,6 +98,6 @@ def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path)
     # beside them, upstream's leaderboard numbers: the headlines are the same means; each rule type's pass rate
     board = body["parsebench"]
     assert board["headlines"]["content_faithfulness"] == pytest.approx(summaries["parsebench_content"]["mean"])
-    assert board["pages"] == {"content_faithfulness": 2, "semantic_formatting": 1, "rule_chart_data_point_pass_rate": 0}
-    assert board["rule_pass_rates"] == pytest.approx({"is_bold": 0.0, "missing_word_percent": 2 / 3, "order": 0.0,
-                                                      "unexpected_word_percent": 0.5})
+    assert board["pages"] == {"content_faithfulness": 2, "semantic_formatting": 1, "rule_chart_data_point_pass_rate": 1}
+    assert board["rule_pass_rates"] == pytest.approx({"chart_data_point": 0.0, "is_bold": 0.0, "order": 0.0,
+                                                      "missing_word_percent": 2 / 3, "unexpected_word_percent": 0.5})
