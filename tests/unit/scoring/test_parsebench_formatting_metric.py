@@ -84,6 +84,14 @@ def test_reader_keeps_formatting_rules_with_their_page(tmp_path):
     assert got.skipped == {}
 
 
+def test_reader_keeps_a_rule_the_dataset_marks_unverified(tmp_path):
+    """Upstream's runner keeps them unless run with verified_only; a typo'd field is still refused."""
+    got = read_rules(_write(tmp_path, [{**GOOD, "rule": {"text": "Revenue", "verified": False}}]))
+    assert got.by_page["doc1_pg1"][0]["verified"] is False
+    with pytest.raises(DataError, match=r":1: is_bold rule: verifed: Extra inputs are not permitted"):
+        read_rules(_write(tmp_path, [{**GOOD, "rule": {"text": "Revenue", "verifed": False}}]))
+
+
 @pytest.mark.parametrize(("row", "says"), [
     ({"pdf": "a.pdf", "type": "is_bolt", "rule": {"text": "x"}}, r":2: unknown ParseBench rule type 'is_bolt'"),
     ({"pdf": "a.pdf", "type": "is_italic", "rule": {"text": "  "}}, r":2: is_italic rule: text must be non-empty"),
