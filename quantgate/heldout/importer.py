@@ -267,7 +267,7 @@ def import_pages(sources: list[Path], out: Path, opts: ImportOptions, *, overwri
         raise
     return ImportReport(n_pages=len(records), n_truth=sum(1 for r in records if r.truth),
                         n_checks=sum(len(r.checks) for r in records),
-                        n_neither=sum(1 for r in records if not r.truth and not r.checks), warnings=warn)
+                        n_neither=sum(1 for r in records if not (r.truth or r.checks or r.parsebench)), warnings=warn)
 
 
 def _truth_files(opts: ImportOptions, warn: list[str]) -> dict[str, Path]:
@@ -383,9 +383,10 @@ def _unmatched(records: list[PageRecord], truth_files: dict[str, Path], checks: 
     if orphan_checks:
         warn.append(f"checks in {', '.join(map(str, _checks_files(opts)))} name pages that were not imported: "
                     + ", ".join(orphan_checks))
-    neither = [r.id for r in records if not r.truth and not r.checks]
+    neither = [r.id for r in records if not (r.truth or r.checks or r.parsebench)]  # ParseBench rules score a page
     if neither:
-        warn.append(f"{len(neither)} page(s) have neither truth nor checks: they are served, timed and judged by what "
+        warn.append(f"{len(neither)} page(s) have neither truth nor checks (nor ParseBench rules): they are served, "
+                    "timed and judged by what "
                     "the two outputs show (the truth-free bound), not scored: "
                     + ", ".join(neither[:20]) + (" …" if len(neither) > 20 else ""))
     return warn

@@ -39,6 +39,9 @@ def test_rules_travel_with_their_page_and_are_scored(tmp_path):
     code, _, err = run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f)
     assert code == 0, err
     assert "1 chart_data_array_labels rule(s) left out" in err
+    # a page with ParseBench rules is scored: not among the pages only the truth-free bound judges
+    (neither,) = [line for line in err.splitlines() if "neither truth nor checks" in line]
+    assert neither.endswith("not scored: doc2_pg1") and "doc1_pg1" not in neither
     ps = load_pageset(tmp_path / "set")
     pages = ps.by_id()
     assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold",

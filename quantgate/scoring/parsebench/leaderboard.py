@@ -61,10 +61,12 @@ def leaderboard(outputs: Iterable[tuple[list[dict], str | None]]) -> Leaderboard
 
 
 def lines(board: Leaderboard) -> list[str]:
-    """The board as printed: the dimensions' headlines, then each rule type's pass rate."""
-    out = ["ParseBench as upstream's leaderboard aggregates it (means over the pages that carry each):"]
-    out += [f"  {name:<34}{'n/a' if v is None else f'{v:.4f}':>8}   ({board.pages[name]} pages)"
-            for name, v in board.headlines.items() if board.pages[name]]
-    out += [f"  rule_{kind}_pass_rate".ljust(36) + f"{v:>8.4f}   ({board.rule_pages[kind]} pages)"
-            for kind, v in board.rule_pass_rates.items()]
-    return out
+    """The board as printed: the dimensions' headlines, then each rule type's pass rate (the chart dimension's
+    headline is its one rule type's pass rate: printed once)."""
+    rows = [(name, v, board.pages[name]) for name, v in board.headlines.items() if board.pages[name]]
+    rows += [(f"rule_{kind}_pass_rate", v, board.rule_pages[kind]) for kind, v in board.rule_pass_rates.items()
+             if f"rule_{kind}_pass_rate" not in board.headlines]
+    width = max((len(name) for name, _, _ in rows), default=0) + 2
+    return ["ParseBench as upstream's leaderboard aggregates it (means over the pages that carry each):",
+            *(f"  {name:<{width}}{'n/a' if v is None else f'{v:.4f}':>8}   ({n} page{'s' * (n != 1)})"
+              for name, v, n in rows)]
