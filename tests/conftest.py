@@ -2,6 +2,7 @@ import os
 import tempfile
 
 import pytest
+from hypothesis import settings
 
 from tests.support.paths import ORACLE_ABSENT, REPO, REQUIRE_ORACLES
 
@@ -13,6 +14,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get
 # The machine cache every study shares (compile caches, built variants: quantgate.io.cachedir) is the test
 # session's own, and each test's (the fixture below): no test reuses what another built, none writes to ~/.cache.
 os.environ["QUANTGATE_CACHE_DIR"] = tempfile.mkdtemp(prefix="qg-cache-")
+
+# CI gates a merge: there the property tests draw the same examples on every run (a gate that fails one run in ten
+# on a new random draw blocks work without saying anything new); on a developer's machine they draw afresh, where a
+# new counterexample is found and fixed (a float 1.0 taken as the version 1 was found that way).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True)

@@ -43,6 +43,13 @@ def _not_bool(v):
 
 
 _Num = BeforeValidator(_not_bool)
+
+
+def _not_float(v):
+    # a Literal takes 1.0 for 1 even in strict mode (it compares by equality): a version is written as a whole number
+    if isinstance(v, float):
+        raise ValueError(f"expected a whole number, not {v!r}")
+    return v
 # an upper bound far above any real study on every count, so a typo (1e9 pages, 1e30 tokens) stops at once instead
 # of filling a disk
 MAX_COUNT = 1_000_000
@@ -175,7 +182,7 @@ RENAMED_KEYS = {"seed": "bootstrap_seed"}
 
 
 class Study(_S):
-    schema_version: Annotated[Literal[1], _Num] = 1
+    schema_version: Annotated[Literal[1], _Num, BeforeValidator(_not_float)] = 1
     name: PlainName  # the default output folder is <name>-out beside the study file: never a path
     model: str
     prompt: str = DEFAULT_PROMPT
