@@ -92,7 +92,7 @@ class Walk:
     def __init__(self, package_dir: Path, margin: float):
         self.prefix = str(package_dir) + os.sep
         self.margin = margin
-        self.codes: dict = {}  # code object -> (module, argument names, first RESUME offset) or None
+        self.codes: dict = {}  # code object -> (module, argument names, *args, **kwargs, first RESUME) or None
         self.calls: list[Stay] = []
         self.phase = ""
         self.lock = threading.Lock()
