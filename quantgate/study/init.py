@@ -228,6 +228,10 @@ def choose_metrics(pf: PageFacts) -> list[tuple[list[str], str]]:
                     "block-matched as OmniDocBench v1.5 does"))
     if pf.heldout_checks:
         out.append((["checks"], f"{pf.heldout_checks} olmOCR-bench check(s) on the pages (share passed)"))
+    if pf.parsebench:
+        # a dimension only where pages carry its rules: a metric that applies to no page has nothing to judge
+        out.append((list(pf.parsebench), "ParseBench rules on the pages (" + ", ".join(
+            f"{m}: {n} page(s)" for m, n in pf.parsebench.items()) + "), scored as ParseBench's evaluator scores a page"))
     return out
 
 

@@ -34,6 +34,8 @@ class PageFacts:
     warnings: list[str] = field(default_factory=list)
     omnidoc: int = 0  # held-out pages whose truth has an OmniDocBench block record (the omnidoc_* metrics read it)
     reused: bool = False  # the page set an earlier init imported with the same sources and split, taken as is
+    # ParseBench metric → the held-out pages carrying its dimension's rules (``pages import --parsebench``)
+    parsebench: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -178,18 +180,29 @@ def _page_facts(ps, model: Path, imported: str | None) -> PageFacts:
     facts = PageFacts(pset_dir, len(ps.pages), len(held), len(ps.split("calibration")), len(truths),
                       sum(len(p.checks) for p in held), any(_TABLE.search(t) for t in truths), None, imported,
                       heldout_documents=len({_document(p) for p in held}),
-                      omnidoc=sum(1 for p in held if p.truth_record_sha256))
+                      omnidoc=sum(1 for p in held if p.truth_record_sha256), parsebench=_parsebench(held))
     if not held:
         raise InputError(f"{pset_dir}: no held-out pages to score ({facts.n} page(s), all in the calibration split); "
                          "import more pages or a smaller --calibration-fraction")
-    if not truths and not facts.heldout_checks:
-        raise InputError(f"{pset_dir}: no held-out page has truth or checks, so nothing can be scored; give "
-                         "--truth DIR (<page id>.md files) or --checks FILE (olmOCR-bench JSONL)")
+    if not truths and not facts.heldout_checks and not facts.parsebench:
+        raise InputError(f"{pset_dir}: no held-out page has truth, checks or ParseBench rules, so nothing can be "
+                         "scored; give --truth DIR (<page id>.md files) or --checks FILE (olmOCR-bench JSONL), or "
+                         "import the pages with `quantgate pages import --parsebench FILE.jsonl`")
     if truths:
         count = _token_counter(Path(model))
         facts.truth_tokens_max = max(count(t) for t in truths)
     facts.warnings += _too_few(facts)
     return facts
+
+
+def _parsebench(held) -> dict[str, int]:
+    """Each ParseBench dimension's metric and how many held-out pages carry its rules, in the scorer's order."""
+    from quantgate.scoring.parsebench.dataset import FAMILY_OF
+    from quantgate.scoring.parsebench.leaderboard import DIMENSIONS
+
+    carried = [{FAMILY_OF[r["type"]][0] for r in p.parsebench if r.get("type") in FAMILY_OF} for p in held]
+    counts = {metric: sum(1 for dims in carried if dim in dims) for dim, (_, metric, *_) in DIMENSIONS.items()}
+    return {metric: n for metric, n in counts.items() if n}
 
 
 def _document(page) -> str:
