@@ -101,7 +101,7 @@ def test_init_refuses_unusable_inputs(reader_pages, tmp_path, case):
         pages.mkdir()
         (pages / "a.png").write_bytes((reader_pages / "images" / sorted(p.name for p in
                                                                         (reader_pages / "images").iterdir())[0]).read_bytes())
-        msg = "no held-out page has truth or checks"
+        msg = "no held-out page has truth, checks or ParseBench rules"
     else:
         extra, msg = ["--variants", "no-such-preset"], "no such preset"
     yml = tmp_path / "new" / "study" / "s.yaml"  # folders init would create for its YAML and pages
