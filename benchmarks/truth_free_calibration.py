@@ -38,7 +38,7 @@ import numpy as np
 from scipy.stats import beta as beta_dist
 
 from quantgate import compare_outputs
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 
 PAGE = 600  # characters per page
 BASE_ERRORS = 18  # the baseline's own misreadings per page: ned 0.03

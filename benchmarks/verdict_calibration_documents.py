@@ -30,7 +30,7 @@ from scipy.stats import beta as beta_dist
 
 from quantgate.judge import clustered as C
 from quantgate.judge.boundaries import design  # the group-sequential boundaries (Lan–DeMets spending)
-from quantgate.schema.verdict import DEFAULT_RESAMPLES, VerdictSettings
+from quantgate.schema.settings import DEFAULT_RESAMPLES, VerdictSettings
 
 MARGIN = 0.01
 CHECKS_MARGIN = 0.02  # the registry's default margin for checks

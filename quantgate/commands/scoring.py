@@ -210,7 +210,7 @@ EXIT = {"within_noise": 0, "regression": 1, "not_equivalent": 1, "inconclusive":
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from quantgate.judge.compare import compare_files
-    from quantgate.schema.verdict import VerdictSettings
+    from quantgate.schema.settings import VerdictSettings
 
     settings = VerdictSettings(metric=a.metric, margin=a.margin, seed=a.bootstrap_seed, n_resamples=a.resamples,
                                test=a.test, min_pages=a.min_pages, worst_page_damage=a.worst_page_damage,

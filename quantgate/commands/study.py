@@ -23,7 +23,7 @@ def demo_min_pages() -> tuple[int, int]:
     any page is drawn."""
     from quantgate.heldout.synth import synth_document
     from quantgate.io.pageset import split_of
-    from quantgate.schema.verdict import MIN_PAGES
+    from quantgate.schema.settings import MIN_PAGES
     from quantgate.study.demo import demo_study
 
     need = MIN_PAGES
@@ -279,7 +279,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
 def _report_systems(a: argparse.Namespace) -> int:
     from quantgate.io.fileio import atomic_write_json, atomic_write_text
     from quantgate.reports.systems import render_systems_markdown
-    from quantgate.schema.verdict import VerdictSettings
+    from quantgate.schema.settings import VerdictSettings
     from quantgate.study.systems import compare_systems
 
     if a.pages is None:

@@ -26,7 +26,8 @@ from typing import NamedTuple
 from quantgate.errors import InputError, QuantgateError, UsageError
 from quantgate.io.fileio import safe_join, sha256_file
 from quantgate.judge.family import confirmed as holm_confirmed
-from quantgate.schema.verdict import MIN_PAGES, Verdict
+from quantgate.schema.settings import MIN_PAGES
+from quantgate.schema.verdict import Verdict
 
 
 class GateCode(IntEnum):

@@ -21,7 +21,7 @@ from scipy.special import ndtr, ndtri
 
 from quantgate.errors import InputError
 from quantgate.schema.sequential import LookBoundary, Spending
-from quantgate.schema.verdict import ALPHA
+from quantgate.schema.settings import ALPHA
 
 SPENDINGS: tuple[Spending, ...] = get_args(Spending)
 _GRID = 801  # Simpson points per look: boundaries agree with a 2001-point grid to 1e-7 (tested)

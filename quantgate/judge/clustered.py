@@ -41,19 +41,8 @@ from scipy.stats import chi2
 from scipy.stats import t as student_t
 
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import (
-    ALPHA,
-    DEFAULT_POWER,
-    MIN_DOCUMENTS,
-    MIN_PAGES,
-    REASONS,
-    VERDICTS,
-    IntervalName,
-    ReasonName,
-    VerdictName,
-    VerdictSettings,
-    no_better_than_empty,
-)
+from quantgate.schema.settings import ALPHA, DEFAULT_POWER, MIN_DOCUMENTS, MIN_PAGES, VerdictSettings
+from quantgate.schema.verdict import REASONS, VERDICTS, IntervalName, ReasonName, VerdictName, no_better_than_empty
 
 # The bounded test stakes at most 90% of what a page (document) at the worst damage would take: one such
 # page then costs ln 10 of log wealth instead of all of it, for good (a checks page with one check that

@@ -14,15 +14,8 @@ from quantgate.judge.clustered import Evidence, decide
 from quantgate.judge.documents import check_documents
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import (
-    PAGES_WORSE_LISTED,
-    DamageSource,
-    Outcome,
-    ReasonName,
-    Verdict,
-    VerdictSettings,
-    new_verdict,
-)
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import PAGES_WORSE_LISTED, DamageSource, Outcome, ReasonName, Verdict, new_verdict
 
 Rows = dict[str, ScoreRow]
 

@@ -23,8 +23,9 @@ from quantgate.schema.metrics import METRICS
 from quantgate.schema.run import SequentialStop
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision, Spending
+from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import VariantVerdict
-from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, VerdictSettings, new_verdict
+from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, new_verdict
 
 __all__ = ["Plan", "Sides", "replay", "stop_record", "verdict_rows"]
 Rows = dict[str, ScoreRow]

@@ -29,7 +29,8 @@ from quantgate.judge.boundaries import check_looks, design, repeated_p
 from quantgate.judge.compare import within_range
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.sequential import LookBoundary, SequentialDecision, SequentialMetric, Spending
-from quantgate.schema.verdict import ALPHA, DECISIVE, MIN_PAGES, VerdictSettings
+from quantgate.schema.settings import ALPHA, MIN_PAGES, VerdictSettings
+from quantgate.schema.verdict import DECISIVE
 
 # The first look: the interval is calibrated at 5% from 30 pages (MIN_PAGES), but early looks test at
 # far smaller levels, where 30 skewed pages are not: at a nominal 0.1% they pass a candidate one margin

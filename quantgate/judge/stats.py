@@ -33,14 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from quantgate.schema.verdict import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_RESAMPLES,
-    INTERVALS,
-    MIN_PAGES,
-    REASONS,
-    VERDICTS,
-)
+from quantgate.schema.settings import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, MIN_PAGES
+from quantgate.schema.verdict import INTERVALS, REASONS, VERDICTS
 
 _CHUNK_ELEMENTS = 4_000_000  # bounds memory: resamples per chunk × pages
 

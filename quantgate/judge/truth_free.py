@@ -36,15 +36,8 @@ import numpy as np
 
 from quantgate.judge import clustered as C
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.verdict import (
-    MethodName,
-    Outcome,
-    ReasonName,
-    Verdict,
-    VerdictName,
-    VerdictSettings,
-    new_verdict,
-)
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import MethodName, Outcome, ReasonName, Verdict, VerdictName, new_verdict
 
 __all__ = ["OutputPages", "excess_lower", "truth_free_verdict"]
 

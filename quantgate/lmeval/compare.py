@@ -15,7 +15,7 @@ from quantgate.judge.compare import Names, compare_scores
 from quantgate.lmeval.run import load_lmeval
 from quantgate.schema.lmeval import LmEvalResult, LmEvalSample
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import DEFAULT_RESAMPLES, MIN_DOCUMENTS, MIN_PAGES, VerdictSettings
+from quantgate.schema.settings import DEFAULT_RESAMPLES, MIN_DOCUMENTS, MIN_PAGES, VerdictSettings
 
 
 def recovery(base: float, cand: float, higher_is_better: bool) -> float | None:

@@ -16,8 +16,8 @@ from quantgate.reports.speed import (
     timed,
     wave_rows,
 )
+from quantgate.schema.settings import MIN_PAGES
 from quantgate.schema.summary import Summary
-from quantgate.schema.verdict import MIN_PAGES
 
 ICON = {"within_noise": "✅ within noise", "regression": "❌ regression", "inconclusive": "⚠️ inconclusive",
         "not_equivalent": "❌ not equivalent"}

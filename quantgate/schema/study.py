@@ -15,9 +15,7 @@ from quantgate.schema.base import FieldError, Record
 from quantgate.schema.metrics import METRICS, declared_margin, margin_problem, setting_problem
 from quantgate.schema.placement import ClusterSpec
 from quantgate.schema.run import DEFAULT_PROMPT
-from quantgate.schema.speed import MIN_WAVES, SpeedWaves
-from quantgate.schema.summary import Summary
-from quantgate.schema.verdict import (
+from quantgate.schema.settings import (
     MIN_DOCUMENTS,
     MIN_PAGES,
     MIN_RESAMPLES,
@@ -26,6 +24,8 @@ from quantgate.schema.verdict import (
     document_damage_problem,
     shift_problem,
 )
+from quantgate.schema.speed import MIN_WAVES, SpeedWaves
+from quantgate.schema.summary import Summary
 
 
 class _S(BaseModel):

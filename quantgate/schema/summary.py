@@ -16,9 +16,10 @@ from quantgate.schema.base import Record, read_record_file
 from quantgate.schema.lmeval import LmEvalResult, LmEvalRun
 from quantgate.schema.run import EngineSettings, KernelCounts, LevelStats, RunNumerics, SpeedLevel, upgrade_kernels
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.settings import TestName
 from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.timings import TimeBudget
-from quantgate.schema.verdict import TestName, Verdict
+from quantgate.schema.verdict import Verdict
 
 SUMMARY = "summary.json"
 # 2: verdicts with reasons and the declared margin, paths relative to the study folder, ``inputs``

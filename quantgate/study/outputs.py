@@ -22,7 +22,8 @@ from quantgate.io.outputs import MAX_OUTPUT_BYTES
 from quantgate.judge.compare import Names, compare_scores
 from quantgate.judge.truth_free import OutputPages, truth_free_verdict
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import Verdict, VerdictSettings
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import Verdict
 from quantgate.scoring.bounds import truth_free_bound
 from quantgate.scoring.metrics import get_metric, score_one
 
@@ -116,7 +117,7 @@ def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_
     if settings is None:
         settings = VerdictSettings.model_validate({"metric": metric, "margin": margin, "seed": seed})
     elif not isinstance(settings, VerdictSettings):
-        raise UsageError(f"settings: give a quantgate.schema.verdict.VerdictSettings, not {type(settings).__name__}")
+        raise UsageError(f"settings: give a quantgate.schema.settings.VerdictSettings, not {type(settings).__name__}")
     elif margin is not None or seed != 0 or metric not in ("ned", settings.metric):
         raise UsageError("give the metric, margin and seed either in settings or as arguments, not both")
     if get_metric(settings.metric).needs != "truth":

@@ -19,8 +19,8 @@ from quantgate.judge.sequential import FIRST_LOOK
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import VariantVerdict
-from quantgate.schema.verdict import VerdictSettings
 from quantgate.study.spec import Study
 
 __all__ = ["judged_documents", "judged_ids", "make_plan", "replay", "study_plan", "study_settings", "verdict_rows"]

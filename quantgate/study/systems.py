@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.systems import SystemResult, SystemsComparison
-from quantgate.schema.verdict import VerdictSettings
 
 WORST = 3  # pages shown per system, as a study's report shows
 

@@ -431,7 +431,7 @@ def test_demo_summary_is_the_old_dict_apart_from_typing(demo):
     from quantgate.judge.family import holm
     from quantgate.lmeval import compare_lmeval
     from quantgate.lmeval.run import load_lmeval
-    from quantgate.schema.verdict import VerdictSettings
+    from quantgate.schema.settings import VerdictSettings
     from quantgate.scoring import REGISTRY
 
     out, _ = demo

@@ -13,7 +13,7 @@ from quantgate.io.pageset import load_pageset
 from quantgate.io.scores import read_scores, write_scores
 from quantgate.judge.compare import compare_scores
 from quantgate.schema.run import RequestRecord
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 from quantgate.scoring import get_metric, load_predictions, not_scored, score_pages
 
 

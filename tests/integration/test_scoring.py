@@ -15,7 +15,7 @@ from quantgate.judge.clustered import decide
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.stats import bootstrap_means, percentile_ci
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 from quantgate.scoring import get_metric
 from quantgate.scoring.metrics import score_one
 from quantgate.scoring.normalize import Normalization

@@ -21,7 +21,8 @@ from quantgate.judge.compare import compare_files, compare_scores
 from quantgate.judge.family import adjust_family, confirmed, holm
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import Verdict, VerdictSettings
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import Verdict
 from tests.support.paths import DATA, REPO
 
 GOLDEN = DATA / "golden"

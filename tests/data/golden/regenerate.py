@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from quantgate.judge.compare import compare_files
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 
 HERE = Path(__file__).parent
 CASES = [({"seed": 7}, True), ({"seed": 7, "margin": 0.02}, True), ({"seed": 7, "margin": 0.004}, False),

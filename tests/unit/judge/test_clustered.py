@@ -15,7 +15,7 @@ from scipy import stats as sps
 from quantgate.errors import InputError
 from quantgate.judge import clustered as C
 from quantgate.judge import stats as st
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 from tests.support.paths import REPO
 
 M = 0.01

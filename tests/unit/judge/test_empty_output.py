@@ -10,7 +10,8 @@ from quantgate.judge import clustered as C
 from quantgate.judge.compare import compare_scores
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import Verdict, VerdictSettings
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import Verdict
 
 N = 60  # pages, each its own document: above both minimums, so only fitness can stop the verdict
 CHECKS = VerdictSettings(metric="checks", n_resamples=1000)

@@ -12,7 +12,7 @@ from scipy.stats import multivariate_normal
 from quantgate.errors import InputError
 from quantgate.judge import boundaries as bd
 from quantgate.judge import sequential as sq
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 from tests.support.paths import REPO
 
 

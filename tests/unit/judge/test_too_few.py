@@ -6,7 +6,7 @@ import pytest
 from quantgate.errors import InputError
 from quantgate.judge.compare import compare_scores, too_few_to_judge
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 
 
 def _rows(values, documents=None):

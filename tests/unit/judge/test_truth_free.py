@@ -10,7 +10,8 @@ from quantgate.judge import clustered as C
 from quantgate.judge.compare import compare_scores
 from quantgate.judge.truth_free import OutputPages, excess_lower, truth_free_verdict
 from quantgate.schema.scores import ScoreRow
-from quantgate.schema.verdict import Verdict, VerdictSettings
+from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.verdict import Verdict
 
 S = VerdictSettings(metric="ned", n_resamples=1000)
 

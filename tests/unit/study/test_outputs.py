@@ -8,7 +8,7 @@ import pytest
 import quantgate
 from quantgate.errors import DataError, UsageError
 from quantgate.io.outputs import MAX_OUTPUT_BYTES
-from quantgate.schema.verdict import VerdictSettings
+from quantgate.schema.settings import VerdictSettings
 from quantgate.study import outputs
 
 WORDS = "the of and quantized model reads page table figure caption results".split()
