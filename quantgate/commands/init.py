@@ -56,8 +56,9 @@ def cmd_init(a: argparse.Namespace) -> int:
     if not a.model.is_dir():
         raise UsageError(f"--model {a.model}: not a folder; give a Hugging Face checkpoint folder (config.json + "
                          "*.safetensors)")
-    req = ImportRequest(truth=a.truth, checks=a.checks, calibration_fraction=a.calibration_fraction,
-                        split_seed=a.split_seed, document_pattern=a.document_pattern, tags=a.tag)
+    req = ImportRequest(truth=a.truth, checks=a.checks, parsebench=a.parsebench,
+                        calibration_fraction=a.calibration_fraction, split_seed=a.split_seed,
+                        document_pattern=a.document_pattern, tags=a.tag)
     target, reuse = pages_target(a.pages, a.output.resolve().parent, req, import_to=a.pages_out,
                                  overwrite=a.overwrite)
     if not reuse:

@@ -24,6 +24,10 @@ def add_import_flags(p: argparse.ArgumentParser, *old_seed: str) -> None:
     p.add_argument("--checks", type=existing_path, action="append",
                    help="olmOCR-bench style JSONL of fact checks; repeat for several files (olmOCR-bench ships one "
                    "per check type)")
+    p.add_argument("--parsebench", type=existing_path, metavar="FILE.jsonl",
+                   help="a ParseBench dimension file (one rule a line, pages by pdf and page): each page's content-"
+                   "faithfulness, semantic-formatting and chart-point rules, scored by parsebench_content, "
+                   "parsebench_formatting and parsebench_charts; other dimensions' lines are left out")
     p.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
                    help="share of documents for calibration, in [0, 1]: the split is by document (a seeded hash of "
                    "it), so no document is in both; 1 puts every page in calibration (default 0.2)")
@@ -48,10 +52,6 @@ def register(sub) -> None:
                       "heldout by a seeded hash of the document, so no document is in both.")
     i.add_argument("sources", nargs="+", type=existing_path, metavar="SRC", help="images, PDFs, or folders of them")
     i.add_argument("-o", "--output", required=True, type=Path, help="page-set folder to create")
-    i.add_argument("--parsebench", type=existing_path, metavar="FILE.jsonl",
-                   help="a ParseBench dimension file (one rule a line, pages by pdf and page): each page's content-"
-                   "faithfulness and semantic-formatting rules, scored by parsebench_content and "
-                   "parsebench_formatting; other dimensions' lines are left out")
     add_import_flags(i, "--seed")  # `pages import --seed` before the split's seed said what it seeds
     g = i.add_mutually_exclusive_group()
     g.add_argument("--dpi", type=positive_float, help="render PDFs at this resolution")

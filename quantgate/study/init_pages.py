@@ -44,6 +44,7 @@ class ImportRequest:
 
     truth: Path | None = None  # a folder of <page id>.md/.txt, or OmniDocBench's JSON
     checks: list[Path] | None = None
+    parsebench: Path | None = None  # a ParseBench dimension file: each page's rules (``pages import --parsebench``)
     calibration_fraction: float = 0.2
     split_seed: int = 0
     document_pattern: str | None = None
@@ -86,6 +87,7 @@ def pages_target(pages: Path, out_dir: Path, req: ImportRequest, *, import_to: P
     pages = Path(pages)
     if (pages / "pages.jsonl").is_file():
         given = [flag for flag, v in (("--truth", req.truth), ("--checks", req.checks),
+                                      ("--parsebench", req.parsebench),
                                       ("--document-pattern", req.document_pattern), ("--tag", req.tags)) if v]
         if given:
             raise InputError(f"--pages {pages}: is a page set already; {', '.join(given)} apply when importing images "
@@ -117,18 +119,28 @@ def _same_import(target: Path, pages: Path, req: ImportRequest) -> bool:
             and {Path(r.source.file).resolve() for r in ps.pages} == files
             and all(set(req.tags) <= set(r.tags) for r in ps.pages)
             and any(r.truth for r in ps.pages) == (req.truth is not None)
-            and any(r.checks for r in ps.pages) == bool(req.checks))
+            and any(r.checks for r in ps.pages) == bool(req.checks)
+            and any(r.parsebench for r in ps.pages) == (req.parsebench is not None))
 
 
 def check_inputs(req: ImportRequest) -> None:
     """What the import will read, refused now if scoring or the importer would refuse it later: OmniDocBench's JSON
-    read whole, and every check through the scorer's own validation (one error naming ``file:line`` and the id)."""
+    read whole, and every check and ParseBench rule through the scorer's own validation (one error naming
+    ``file:line`` and the id or type)."""
     from quantgate.io.fileio import read_jsonl
     from quantgate.scoring.olmocr_checks import validate_checks
 
     with truth_folder(req.truth):
         pass
     validate_checks((f"{f}:{no}", c) for f in req.checks or [] for no, c in read_jsonl(f, final_newline_optional=True))
+    _parsebench_rules(req)
+
+
+def _parsebench_rules(req: ImportRequest) -> dict[str, list[dict]]:
+    """page id → its ParseBench rules from ``--parsebench``, each checked as scoring reads it (file:line, type)."""
+    from quantgate.scoring.parsebench.dataset import read_rules
+
+    return read_rules(req.parsebench).by_page if req.parsebench else {}
 
 
 def import_command(pages: Path, target: Path, req: ImportRequest) -> str:
@@ -137,6 +149,7 @@ def import_command(pages: Path, target: Path, req: ImportRequest) -> str:
     return " ".join(["quantgate pages import", q(str(pages)), "-o", q(str(target))]
                     + (["--truth", q(str(req.truth))] if req.truth else [])
                     + [x for c in req.checks or [] for x in ("--checks", q(str(c)))]
+                    + (["--parsebench", q(str(req.parsebench))] if req.parsebench else [])
                     + [f"--calibration-fraction {req.calibration_fraction:g}", f"--split-seed {req.split_seed}"]
                     + (["--document-pattern", q(req.document_pattern)] if req.document_pattern else [])
                     + [x for t in req.tags for x in ("--tag", q(t))])
@@ -157,7 +170,8 @@ def prepare_pages(pages: Path, target: Path, model: Path, req: ImportRequest | N
             with truth_folder(req.truth) as truth:
                 opts = ImportOptions(truth_dir=truth, checks_file=req.checks, seed=req.split_seed,
                                      calibration_fraction=req.calibration_fraction,
-                                     document_pattern=req.document_pattern, tags=list(req.tags))
+                                     document_pattern=req.document_pattern, tags=list(req.tags),
+                                     parsebench=_parsebench_rules(req))
                 staged = str(truth) if truth != req.truth else None
                 import_warnings = [w.replace(staged, str(req.truth)) if staged else w
                                    for w in import_pages([pages], target, opts, overwrite=overwrite).warnings]
