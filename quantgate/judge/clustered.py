@@ -40,7 +40,7 @@ from scipy.special import ndtri
 from scipy.stats import chi2
 from scipy.stats import t as student_t
 
-from quantgate.schema.metrics import METRICS
+from quantgate.schema.metrics import METRICS, damage_problem
 from quantgate.schema.settings import ALPHA, DEFAULT_POWER, MIN_DOCUMENTS, MIN_PAGES, VerdictSettings
 from quantgate.schema.verdict import REASONS, VERDICTS, IntervalName, ReasonName, VerdictName, no_better_than_empty
 
@@ -51,10 +51,6 @@ from quantgate.schema.verdict import REASONS, VERDICTS, IntervalName, ReasonName
 STAKE_CAP = 0.9
 PLANNING_CONFIDENCE = 0.80  # pages_needed plans with an 80% upper confidence bound on the spread
 _CHUNK_ELEMENTS = 4_000_000
-
-# A baseline that cannot read the pages makes every comparison vacuous: the floors on the
-# baseline's own mean score are the metric registry's (quantgate.schema.metrics says why).
-SUGGESTED_BASELINE_FLOORS = {m: s.baseline_floor for m, s in METRICS.items() if s.baseline_floor is not None}
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -357,15 +353,17 @@ def damage_in_force(docs: Documents, declared: float | None, ceiling: float, dec
     return D, D_doc, page_refuted, doc_refuted
 
 
-def check_damage(name: str, value, margin: float, ceiling: float) -> float | None:
-    """A declared worst damage is a finite number in (margin, ceiling] (ceiling: the metric's range)."""
+def check_damage(field: str, value, metric: str, margin: float, ceiling: float) -> float | None:
+    """A worst damage in force against the range this verdict judges it by, by the one rule the settings were
+    made with (``schema.metrics.damage_problem``). Checked again here because what reaches a verdict is not
+    always what was validated: ``compare`` hands on the registry's default damage and the truth-free test its
+    own margin by ``model_copy`` (no validation), and a metric outside the registry is judged against the
+    data's own range, which only the page differences give."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}: {value!r} is not a finite number; give it in the metric's units, e.g. 0.3")
-    if not margin < value <= ceiling:
-        raise ValueError(f"{name}: {value:g} must be above the margin {margin:g} and at most the metric's range "
-                         f"{ceiling:g}")
+    problem = damage_problem(value, margin, ceiling, metric)
+    if problem:
+        raise ValueError(f"{field}: {problem}")
     return float(value)
 
 
@@ -379,15 +377,6 @@ def baseline_fit(score, floor: float | None, higher_is_better: bool, empty: floa
     score = np.asarray(score, dtype=np.float64)
     fit = np.ones(score.shape, bool) if floor is None else (score >= floor if higher_is_better else score <= floor)
     return fit & ~np.asarray(no_better_than_empty(score, empty, higher_is_better), bool)
-
-
-def check_floor(metric: str, floor, lo: float = 0.0, hi: float = 1.0) -> float | None:
-    if floor is None:
-        return None
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not lo <= floor <= hi:
-        raise ValueError(f"baseline_floor for {metric}: {floor!r} must be a number within the metric's range "
-                         f"[{lo:g}, {hi:g}], e.g. {SUGGESTED_BASELINE_FLOORS.get(metric, 0.5)}")
-    return float(floor)
 
 
 # --- decisions -------------------------------------------------------------------------------------
@@ -608,8 +597,8 @@ def decide(d, document_ids: Sequence[str], settings: VerdictSettings, evidence: 
         if not 0 < a < 0.5:
             raise ValueError(f"{name} {a!r}: a one-sided level in (0, 0.5)")
     interval_alpha = alpha if look_alpha is None else look_alpha
-    D_decl = check_damage("worst_page_damage", s.worst_page_damage, margin, damage_ceiling)
-    Dd_decl = check_damage("worst_document_damage", s.worst_document_damage, margin, D_decl or damage_ceiling)
+    D_decl = check_damage("worst_page_damage", s.worst_page_damage, s.metric, margin, damage_ceiling)
+    Dd_decl = check_damage("worst_document_damage", s.worst_document_damage, s.metric, margin, D_decl or damage_ceiling)
     docs, ids = documents_of(d, document_ids)
     G = docs.pages.shape[1]
     if G < 2:

@@ -73,23 +73,41 @@ class MetricSpec(BaseModel):
         return self
 
 
+def _not_finite(value: object, name: str) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"{value!r} is not a finite number; give it in {name}'s units"
+    return None
+
+
+def damage_problem(value: object, margin: float, ceiling: float | None, name: str) -> str | None:
+    """The one rule on a declared worst page (or document) damage on metric ``name``: a finite number above the
+    margin — a page damaged by at most the margin cannot move the mean past it — and at most ``ceiling``, the
+    metric's range (None: a metric outside the registry, whose range is not known); None: nothing wrong."""
+    problem = _not_finite(value, name)
+    if problem:
+        return problem
+    v = float(value)  # type: ignore[arg-type]  # a number: _not_finite said so
+    if ceiling is None:
+        return None if v > margin else f"{value!r} must be a finite number above the margin {margin:g}"
+    if not margin < v <= ceiling:
+        return (f"{v:g} must be above the margin {margin:g} and at most {name}'s range {ceiling:g} (the "
+                "damage of a page that reads nothing)")
+    return None
+
+
 def setting_problem(spec: MetricSpec, field: str, value: object, margin: float) -> str | None:
-    """What is wrong with a declared ``worst_page_damage``/``worst_document_damage`` (above the margin — a page
-    damaged by at most the margin cannot move the mean past it — and at most the metric's range) or
+    """What is wrong with a declared ``worst_page_damage``/``worst_document_damage`` (:func:`damage_problem`) or
     ``baseline_floor`` (within the metric's range) for ``spec``; None: nothing."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return f"{value!r} is not a finite number; give it in {spec.name}'s units"
-    v, ceiling = float(value), spec.margin_ceiling
-    if field == "baseline_floor":
-        lo, hi = spec.range
-        if v < lo or (hi is not None and v > hi):
-            return f"{v:g} is outside {spec.name}'s range [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
-        return None
-    if not margin < v <= ceiling:
-        return (f"{v:g} must be above the margin {margin:g} and at most {spec.name}'s range {ceiling:g} (the "
-                "damage of a page that reads nothing)")
+    if field != "baseline_floor":
+        return damage_problem(value, margin, spec.margin_ceiling, spec.name)
+    problem = _not_finite(value, spec.name)
+    if problem:
+        return problem
+    v, (lo, hi) = float(value), spec.range  # type: ignore[arg-type]  # a number: _not_finite said so
+    if v < lo or (hi is not None and v > hi):
+        return f"{v:g} is outside {spec.name}'s range [{lo:g}, {'inf' if hi is None else f'{hi:g}'}]"
     return None
 
 
@@ -104,9 +122,9 @@ def check_setting(metric: str, field: str, value: float | None, margin: float, *
         if field == "baseline_floor":
             raise InputError(f"{where}: {metric!r} is not in quantgate's registry, so it has no range to judge a "
                              "baseline floor against; leave it out")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
-                not value > margin:
-            raise InputError(f"{where}: {value!r} must be a finite number above the margin {margin:g}")
+        problem = damage_problem(value, margin, None, metric)
+        if problem:
+            raise InputError(f"{where}: {problem}")
         return float(value)
     problem = setting_problem(METRICS[metric], field, value, margin)
     if problem:

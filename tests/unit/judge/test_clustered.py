@@ -269,8 +269,6 @@ def test_bad_input():
         C.decide(np.array([0.0, np.nan, 0.0]), ["a", "b", "c"], _settings())
     with pytest.raises(ValueError, match="non-empty document id"):
         C.decide(np.zeros(3), ["a", "", "c"], _settings())
-    with pytest.raises(ValueError, match=r"baseline_floor for ned: 1.5 must be a number within"):
-        C.check_floor("ned", 1.5)
 
 
 # --- planning ----------------------------------------------------------------------------------
