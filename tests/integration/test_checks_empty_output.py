@@ -4,31 +4,19 @@ scored (upstream's pass rate on an empty text, the bar a baseline must clear). I
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from quantgate import cli
 from quantgate.io.scores import read_scores
 from tests.support import upstream_olmocr
+from tests.support.cli import run_cli as _qg
 from tests.support.paths import OLMOCR_SAMPLE, oracle_missing
 
 MISSING = oracle_missing(OLMOCR_SAMPLE / "pdfs") or upstream_olmocr.reference_missing_reason()
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 PDFS = ["blank_book_pg1", "lincoln_letter", "buildingnotes", "discoverworld_crazy_table4"]
-
-
-def _qg(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            rc = cli.main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 def test_score_states_what_reading_nothing_scores(tmp_path, monkeypatch):

@@ -5,30 +5,18 @@ check's passes averaged over the repeats). Integration tier: the math checks ren
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from quantgate import cli
 from quantgate.io.scores import read_scores
+from tests.support.cli import run_cli as _qg
 from tests.support.paths import OLMOCR_SAMPLE
 
 pytestmark = pytest.mark.skipif(not (OLMOCR_SAMPLE / "pdfs").is_dir(),
                                 reason="olmOCR-bench's sample (../shared/data/olmocr-bench-sample) is not beside the "
                                        "checkout")
-
-
-def _qg(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            rc = cli.main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

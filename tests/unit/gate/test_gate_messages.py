@@ -4,30 +4,18 @@ files the gate does not vouch for only when a report was changed after the study
 
 from __future__ import annotations
 
-import io
 import logging
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from quantgate import cli
 from quantgate.gate.check import gate
+from tests.support.cli import run_cli as _qg
 from tests.support.study_folder import finished_study
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     return finished_study(tmp_path_factory.mktemp("messages") / "study", {"fp8": 0.0005})
-
-
-def _qg(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            rc = cli.main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 def test_what_the_gate_checks_is_said_in_plain_words(study):

@@ -5,9 +5,7 @@ never loaded here (a refusal must come first; the YAML is rendered from stated m
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -18,21 +16,12 @@ from quantgate import cli
 from quantgate.errors import InputError
 from quantgate.schema.metrics import METRICS
 from quantgate.study.init import ImportRequest, ModelFacts, pages_target, prepare_pages, render_study
+from tests.support.cli import run_cli as _qg
 from tests.support.paths import SHARED
 
 OMNIDOC_JSON = SHARED / "reference" / "omnidocbench" / "demo_data" / "omnidocbench_demo" / "OmniDocBench_demo.json"
 needs_omnidoc = pytest.mark.skipif(not OMNIDOC_JSON.is_file(), reason="OmniDocBench's demo JSON "
                                    "(../shared/reference/omnidocbench) is not beside the checkout")
-
-
-def _qg(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            rc = cli.main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _images(folder: Path, names) -> Path:
