@@ -104,6 +104,23 @@ concurrency_level = int_range(1, MAX_CONCURRENCY, " (each request in flight hold
 timeout_seconds = float_range(0, MAX_TIMEOUT_S, lo_open=True, why=" seconds (a longer wait is a hang)")
 
 
+def budget_flags(p: argparse.ArgumentParser, *, bits: Callable[[str], float], speedup: Callable[[str], float]) -> None:
+    """The budget flags ``recommend`` and ``tune`` share: exactly one of a weights size, bits per weight or a
+    decode speed-up, and the measured cost table a speed-up is then predicted from. ``bits`` and ``speedup`` are
+    each verb's bounds: ``recommend`` refuses at parse time what ``tune`` leaves to the recommendation it runs
+    (16 bits or more, a speed-up of 1 or less: the same exit 64, once the sensitivity file is read)."""
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (2.58MB, 3GB)")
+    g.add_argument("--effective-bits", type=bits, metavar="B", help="average bits per quantizable weight")
+    g.add_argument("--speedup", type=speedup, metavar="S",
+                   help="decode speed-up over BF16 (modelled from weight bytes, or by --speed-table)")
+    p.add_argument("--speed-table", type=existing_path, metavar="FILE",
+                   help="a measured cost table (quantgate speed-profile): --speedup and the speed-ups shown are "
+                   "predicted from it instead of modelled from weight bytes")
+    p.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
+                   help="the table's concurrency the speed-up is taken at (default its lowest)")
+
+
 def _concurrency_list(s: str) -> list[int]:
     try:
         levels = [int(x) for x in s.split(",") if x.strip()]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from quantgate.commands._args import (
     TRUST_REMOTE_CODE_HELP,
+    budget_flags,
     existing_path,
     float_range,
     int_range,
@@ -99,15 +100,7 @@ def register(sub) -> None:
                    help="deprecated: give it as --sensitivity (as `tune` does)")
     r.add_argument("--sensitivity", type=existing_path, metavar="FILE",
                    help="the sensitivity JSON (`quantgate sensitivity -o`)")
-    g = r.add_mutually_exclusive_group(required=True)
-    g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (4.1MB, 3GB)")
-    g.add_argument("--effective-bits", type=float_range(0, 16, lo_open=True), metavar="B", help="average bits per quantizable weight")
-    g.add_argument("--speedup", type=float_range(1, lo_open=True), metavar="S",
-                   help="decode speed-up over BF16 (modelled from weight bytes, or by --speed-table)")
-    r.add_argument("--speed-table", type=existing_path, metavar="FILE",
-                   help="a measured cost table: --speedup, and the recipe's speed-up, predicted from it")
-    r.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
-                   help="the table's concurrency the speed-up is taken at (default its lowest)")
+    budget_flags(r, bits=float_range(0, 16, lo_open=True), speedup=float_range(1, lo_open=True))
     r.add_argument("--prefill-table", type=existing_path, metavar="FILE",
                    help="with --speed-table: a prefill table (quantgate.speed.served, from speed waves' first-token "
                    "phase): --speedup and the recipe's speed-up are then the served speed-up, prefill included")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from quantgate.commands._args import existing_path, int_range, positive_float
+from quantgate.commands._args import budget_flags, existing_path, int_range, positive_float
 
 EPILOG = """\
 the loop:
@@ -47,16 +47,7 @@ def register(sub) -> None:
     t.add_argument("study", type=existing_path, help="the study YAML (model, pages, backend, metrics, margins)")
     t.add_argument("--sensitivity", required=True, type=existing_path,
                    help="from `quantgate sensitivity` on the same model (refused if its weights differ)")
-    g = t.add_mutually_exclusive_group(required=True)
-    g.add_argument("--budget", metavar="SIZE", help="weights size: bytes, or with a decimal unit (2.58MB, 3GB)")
-    g.add_argument("--effective-bits", type=positive_float, metavar="B", help="average bits per quantizable weight")
-    g.add_argument("--speedup", type=positive_float, metavar="S", help="decode speed-up over BF16 (modelled from weight "
-                   "bytes, or by --speed-table)")
-    t.add_argument("--speed-table", type=existing_path, metavar="FILE",
-                   help="a measured cost table (quantgate speed-profile): --speedup and each trial's speed-up are "
-                   "predicted from it instead of modelled from weight bytes")
-    t.add_argument("--speed-concurrency", type=int_range(1, 100000), metavar="C",
-                   help="the table's concurrency the speed-up is taken at (default its lowest)")
+    budget_flags(t, bits=positive_float, speedup=positive_float)
     t.add_argument("--prefill-table", type=existing_path, metavar="FILE",
                    help="with --speed-table: the prefill phase too (quantgate.speed.served): served speed-ups")
     t.add_argument("--max-trials", type=int_range(1, 100), default=5, help="trials at most (default 5)")
