@@ -18,6 +18,7 @@ from quantgate.heldout.label import label_sample
 from quantgate.heldout.synth import synth_pages
 from quantgate.io.fileio import sha256_file
 from quantgate.io.pageset import load_pageset
+from tests.support.truthless import drop_truth
 
 REPO = Path(__file__).resolve().parents[2]
 LABELED_DOCS = 30
@@ -40,16 +41,7 @@ def study(tmp_path_factory):
     ps = load_pageset(ps_dir)
     texts = {p.id: ps.truth_text(p) or "" for p in ps.pages}
     draw, _ = label_sample(ps_dir, LABELED_DOCS, seed=4, out=root / "to-label")
-    lines = []
-    for line in (ps_dir / "pages.jsonl").read_text("utf-8").splitlines():
-        rec = json.loads(line)
-        if rec["id"] not in draw.page_ids:
-            rec.update(truth=None, truth_sha256=None)
-        lines.append(json.dumps(rec) + "\n")
-    (ps_dir / "pages.jsonl").write_text("".join(lines), "utf-8")
-    man = json.loads((ps_dir / "pageset.json").read_text("utf-8"))
-    man["pages_sha256"] = sha256_file(ps_dir / "pages.jsonl")
-    (ps_dir / "pageset.json").write_text(json.dumps(man, indent=2), "utf-8")
+    drop_truth(ps_dir, set(draw.page_ids))
 
     base, same = root / "base", root / "same"
     for folder in (base, same):

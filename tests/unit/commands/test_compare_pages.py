@@ -4,7 +4,6 @@ bad input is one error naming the folder or page, and nothing is written."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from quantgate.heldout.label import label_sample
 from quantgate.heldout.synth import synth_pages
 from quantgate.io.fileio import sha256_file
 from quantgate.io.pageset import load_pageset
+from tests.support.truthless import drop_truth
 
 
 @pytest.fixture(scope="module")
@@ -26,18 +26,10 @@ def made(tmp_path_factory) -> Path:
 
 
 def _keep_truth(made: Path, root: Path, keep: set[str]) -> None:
-    """The pages of ``made`` in ``root``, the truth taken off every page outside ``keep`` (pages.jsonl and the
-    manifest's hash of it follow)."""
-    lines = []
-    for line in (made / "pages.jsonl").read_text("utf-8").splitlines():
-        rec = json.loads(line)
-        if rec["id"] not in keep:
-            rec.update(truth=None, truth_sha256=None)
-        lines.append(json.dumps(rec) + "\n")
-    (root / "pages.jsonl").write_text("".join(lines), "utf-8")
-    man = json.loads((root / "pageset.json").read_text("utf-8"))
-    man["pages_sha256"] = sha256_file(root / "pages.jsonl")
-    (root / "pageset.json").write_text(json.dumps(man, indent=2), "utf-8")
+    """The pages of ``made`` in ``root``, the truth taken off every page outside ``keep`` (from ``made``'s pages, so
+    a page whose truth was taken off before gets it back)."""
+    shutil.copyfile(made / "pages.jsonl", root / "pages.jsonl")
+    drop_truth(root, keep)
 
 
 @pytest.fixture
