@@ -12,6 +12,7 @@ from quantgate.errors import DataError, InputError
 from quantgate.schema.metrics import FAMILIES, METRICS
 from quantgate.scoring.bounds import truth_free_bound
 from quantgate.scoring.metrics import get_metric, parse_metric_list, score_one
+from quantgate.scoring.parsebench import formatting as F
 from quantgate.scoring.parsebench.dataset import read_rules
 
 BOLD = {"type": "is_bold", "text": "Revenue"}
@@ -106,3 +107,13 @@ def test_reader_keeps_a_rule_the_dataset_marks_unverified(tmp_path):
 def test_reader_refuses_bad_formatting_lines_naming_the_line(tmp_path, row, says):
     with pytest.raises(DataError, match=says):
         read_rules(_write(tmp_path, [GOOD, row]))
+
+
+@pytest.mark.parametrize("md", ["hello " + "*" * 80 + " x", "**hello " + "*" * 80 + " world", "hello " + "<b>" * 3000,
+                                "<b>" * 3000 + "hello world", "# " + "<i>" * 3000 + " hello"])
+def test_runs_of_markers_do_not_stall_the_rules(md):
+    """Runs of stars or tags make upstream's patterns backtrack exponentially or cubically before failing (80
+    stars: hours; upstream stops the rule at 120 s and fails it); here they are decided at once, as the patterns
+    would decide them given the time."""
+    bold, not_bold = (F.FORMAT_RULE.validate_python({"type": t, "text": "hello world"}) for t in ("is_bold", "is_not_bold"))
+    assert (F.score(bold, md), F.score(not_bold, md)) == (0.0, 1.0)
