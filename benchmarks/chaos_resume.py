@@ -254,31 +254,39 @@ def reader(a) -> dict:
         while kills < a.kills:  # episodes: a fresh folder and cache, killed and resumed until a run finishes it
             episodes += 1
             out, cache = root / f"chaos-{episodes}", root / f"cache-{episodes}"
+            # a kill aims at a stage, so a resume would be killed again and again: an episode has a seeded
+            # number of kills, then its next start is left to finish (and compared)
+            budget, killed = min(rng.randint(1, 4), a.kills - kills), 0
             while True:
-                if not wanted:  # every phase once in each round, in a seeded order
-                    wanted = rng.sample(PHASES, len(PHASES))
-                # the first phase wanted that this start still has ahead (a resume reuses the quantized
-                # variants: a quantize kill waits for the next fresh folder)
-                left = _phases_left(out, n)
-                aim = next((ph for ph in wanted if ph in left), "report")
-                if aim in wanted:
-                    wanted.remove(aim)
-                delay = rng.uniform(0, windows[aim])
+                aim, delay = "", 0.0
+                if killed < budget:
+                    if not wanted:  # every phase once in each round, in a seeded order
+                        wanted = rng.sample(PHASES, len(PHASES))
+                    # the first phase wanted that this start still has ahead; none (a resume past it: the
+                    # quantized variants are reused, the pages served): this start finishes the episode, and
+                    # the next fresh folder has every phase ahead
+                    left = _phases_left(out, n)
+                    aim = next((ph for ph in wanted if ph in left), "")
+                    if aim:
+                        wanted.remove(aim)
+                        delay = rng.uniform(0, windows[aim])
+                    else:
+                        budget = killed
                 sessions = {r["session"] for r in _timings(out)}
                 t0, armed_at = time.time(), None
                 p = _start_reader(study, out, cache)
-                while p.poll() is None and (armed_at is None or time.time() < armed_at + delay):
+                while p.poll() is None and (killed >= budget or armed_at is None or time.time() < armed_at + delay):
                     if time.time() - t0 > 3 * walls[0] + 300:  # a hang: killed, and the finding
                         failures.append(f"episode {episodes}: no end after {time.time() - t0:.0f} s")
                         break
                     every = _timings(out)
                     recs = [r for r in every if r["session"] not in sessions]
-                    if armed_at is None and _armed(aim, recs, every, n):
+                    if armed_at is None and killed < budget and _armed(aim, recs, every, n):
                         armed_at = time.time()
                     time.sleep(0.005 if armed_at else 0.05)
                 code = p.poll()
                 if code is not None:
-                    moments.append({"episode": episodes, "aimed_at": aim, "killed": False, "exit": code,
+                    moments.append({"episode": episodes, "killed": False, "exit": code,
                                     "at_s": round(time.time() - t0, 2)})
                     if code != 0:  # a resume that failed on what a kill left: the benchmark's finding
                         failures.append(f"episode {episodes}: exit {code}: "
@@ -289,7 +297,7 @@ def reader(a) -> dict:
                 servers = sum(" serve " in cmd for _, cmd in _marked(out))
                 os.killpg(p.pid, signal.SIGKILL)  # the study's whole process group: quantgate and its helpers
                 p.wait()
-                kills += 1
+                kills, killed = kills + 1, killed + 1
                 every = _timings(out)
                 recs = [r for r in every if r["session"] not in sessions]
                 landed = _phase_at(recs, every, n)
