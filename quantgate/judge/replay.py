@@ -27,7 +27,7 @@ from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import VariantVerdict
 from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, new_verdict
 
-__all__ = ["Plan", "Sides", "replay", "stop_record", "verdict_rows"]
+__all__ = ["Plan", "Sides", "replay", "replay_verdicts", "stop_record", "verdict_rows"]
 Rows = dict[str, ScoreRow]
 Sides = tuple[Rows, Rows, "Rows | None"]  # the baseline's rows, the candidate's, the noise run's (or None)
 
@@ -91,6 +91,17 @@ def replay(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan,
         if dec.stop:
             return dec, None
     raise AssertionError("the last look always stops")  # pragma: no cover
+
+
+def replay_verdicts(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, sides: Sides, variant: str
+                    ) -> tuple[SequentialDecision | None, list[str] | None, list[VariantVerdict] | None]:
+    """``replay`` and, once the pass has stopped, its verdict rows (``verdict_rows``; else None), in one call: the
+    study's verdicts and the gate's remake hand the judge everything once per candidate instead of taking the
+    decision back to the study and bringing it here again for the rows."""
+    dec, nxt = replay(settings, spending, plan, sides)
+    if nxt is not None or dec is None:
+        return dec, nxt, None
+    return dec, nxt, verdict_rows(settings, plan, dec, variant, sides)
 
 
 def stop_record(dec: SequentialDecision, level: int) -> SequentialStop:

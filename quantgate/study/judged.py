@@ -9,6 +9,7 @@ from pathlib import Path
 
 from quantgate.io.pageset import PageSet
 from quantgate.schema.pages import PageRecord
+from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import VariantVerdict
 from quantgate.study.spec import Study
 
@@ -32,14 +33,15 @@ def run_texts(preds: Mapping[str, object], fill: list[str] | None = None) -> dic
     return texts | {pid: "" for pid in fill or [] if pid not in texts}
 
 
-def truth_free_verdicts(st: Study, out: Path, pages_file: Path | None, rows: list[VariantVerdict]
-                        ) -> list[VariantVerdict]:
+def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Path, pages_file: Path | None,
+                        rows: list[VariantVerdict]) -> list[VariantVerdict]:
     """``rows`` (``verdicts.page_verdicts``) with each candidate × metric verdict made again on every judged page
     when some judged page has no truth: ``study.outputs.outputs_verdict`` on the runs' outputs at the compare level,
     the truth of the pages that have it, the documents, the recorded random draw when its pages stand as one
     (``heldout.label.sample_status``), the baseline's re-run as the noise. A study whose judged pages all have
     truth keeps today's verdicts unchanged; a sequential study, a tag's rows and a metric with no truth-free bound
-    (``checks``) keep theirs. The study and the gate both call this (``verdicts.study_verdicts``)."""
+    (``checks``) keep theirs. ``settings``: each metric's, as ``study_verdicts`` made them once. The study and the
+    gate both call this (``verdicts.study_verdicts``)."""
     from quantgate.heldout.label import sample_status
     from quantgate.io.pageset import load_pageset
     from quantgate.schema.metrics import METRICS
@@ -78,7 +80,7 @@ def truth_free_verdicts(st: Study, out: Path, pages_file: Path | None, rows: lis
         for m in st.metrics:
             if METRICS[m].bound == "none":
                 continue
-            verdict = outputs_verdict(outputs, truth, documents, at_random, st.verdict_settings(m))
+            verdict = outputs_verdict(outputs, truth, documents, at_random, settings[m])
             made[(v.name, m)] = mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin))
     return [made.get((r.variant, r.metric), r) if r.tag is None else r for r in rows]
 

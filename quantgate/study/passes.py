@@ -8,13 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from quantgate.errors import InputError
 from quantgate.io.pageset import PageSet
-from quantgate.judge.replay import Plan, stop_record
+from quantgate.judge.replay import Plan, replay, stop_record
 from quantgate.schema.run import RequestRecord, SequentialStop
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import Study
-from quantgate.study.plan import replay
+from quantgate.study.plan import study_settings
 
 if TYPE_CHECKING:
     from quantgate.scoring import Output
@@ -32,6 +33,10 @@ class SequentialPass:
 
         self.st, self.plan, self.ps, self.run_dir, self.level = st, plan, ps, Path(run_dir), level
         self.base, self.noise, self.on_look = base, noise, on_look
+        if st.sequential is None:
+            raise InputError("the study has no sequential block")
+        self.spending = st.sequential.spending
+        self.settings = study_settings(st)  # validated once for the pass, not again at every look
         self.metrics = parse_metric_list(st.metrics)
         self.record: SequentialStop | None = None
         self.decision: SequentialDecision | None = None
@@ -52,7 +57,7 @@ class SequentialPass:
         return {p: self._rows[(p, t)] for p, t in preds.items() if (p, t) in self._rows}
 
     def next(self) -> list[str] | None:
-        dec, nxt = replay(self.st, self.plan, self.base, self._cand(), self.noise)
+        dec, nxt = replay(self.settings, self.spending, self.plan, (self.base, self._cand(), self.noise))
         if dec is not None and (self.decision is None or dec.look != self.decision.look) and self.on_look:
             self.on_look(dec)
         self.decision = dec

@@ -1,6 +1,6 @@
 """A study's sequential design made from its spec: the serving order and the looks (``make_plan``, the same
-for the study and the gate), and the spec's verdict settings handed to ``quantgate.judge.replay`` — the judge
-takes the settings record, never the study."""
+for the study and the gate), and the spec's verdict settings (``study_settings``), made once by each caller and
+handed whole to ``quantgate.judge.replay`` — the judge takes the settings record, never the study."""
 
 from __future__ import annotations
 
@@ -12,36 +12,20 @@ import numpy as np
 from quantgate.errors import InputError
 from quantgate.io.fileio import read_jsonl
 from quantgate.judge.clustered import page_order, plan_looks, rare_failure_count
-from quantgate.judge.replay import Plan, Sides
-from quantgate.judge.replay import replay as replay_settings
-from quantgate.judge.replay import verdict_rows as settings_verdict_rows
+from quantgate.judge.replay import Plan
 from quantgate.judge.sequential import FIRST_LOOK
 from quantgate.schema.metrics import METRICS
-from quantgate.schema.scores import ScoreRow
-from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.settings import VerdictSettings
-from quantgate.schema.summary import VariantVerdict
 from quantgate.study.spec import Study
 
-__all__ = ["judged_documents", "judged_ids", "make_plan", "replay", "study_plan", "study_settings", "verdict_rows"]
-Rows = dict[str, ScoreRow]
+__all__ = ["judged_documents", "judged_ids", "make_plan", "study_plan", "study_settings"]
 
 
 def study_settings(st: Study) -> dict[str, VerdictSettings]:
-    """Each metric's verdict settings, as the study declares them (``Study.verdict_settings``)."""
+    """Each metric's verdict settings, as the study declares them (``Study.verdict_settings``). Each record is
+    validated where it is made, so a caller makes the dict once (per pass, per remake of the verdicts) and hands it
+    on whole rather than asking the study again for every look, candidate or metric."""
     return {m: st.verdict_settings(m) for m in st.metrics}
-
-
-def replay(st: Study, plan: Plan, base: Rows, cand: Rows, noise: Rows | None
-           ) -> tuple[SequentialDecision | None, list[str] | None]:
-    """``judge.replay.replay`` with the study's settings and spending."""
-    if st.sequential is None:
-        raise InputError("the study has no sequential block")
-    return replay_settings(study_settings(st), st.sequential.spending, plan, (base, cand, noise))
-
-
-def verdict_rows(st: Study, plan: Plan, dec: SequentialDecision, variant: str, sides: Sides) -> list[VariantVerdict]:
-    return settings_verdict_rows(study_settings(st), plan, dec, variant, sides)
 
 
 def judged_ids(pages_file: Path, split: str, limit: int | None) -> list[str]:

@@ -21,13 +21,15 @@ from quantgate.io.pageset import PageSet
 from quantgate.io.scores import read_scores
 from quantgate.judge.compare import Names, compare_scores, too_few_to_judge
 from quantgate.judge.family import adjust_family
+from quantgate.judge.replay import replay_verdicts
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
+from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.summary import STUDY_AS_RUN, LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
 from quantgate.study.noise_layout import layout_note, layout_twin, mark
-from quantgate.study.plan import replay, study_plan, verdict_rows
+from quantgate.study.plan import study_plan, study_settings
 from quantgate.study.spec import Study
 
 SCORES = "scores"
@@ -35,6 +37,7 @@ JUDGED_PAGES = "judged-pages.jsonl"  # the copy of a page set's pages.jsonl when
 LOCK = ".lock"  # held by a study while it writes the folder (``study.run.study_lock``)
 Rows = dict[str, ScoreRow]
 ReadScores = Callable[[str], Rows]
+Settings = dict[str, VerdictSettings]  # per metric (``study.plan.study_settings``), made once per study_verdicts
 
 
 def score_file(variant: str, level: int) -> str:
@@ -71,7 +74,7 @@ def used_bound_files(st: Study) -> list[str]:
     return files + ([bounds_file(st.baseline, st.noise_level)] if st.noise_level else [])
 
 
-def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
+def page_verdicts(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None = None,
                   decisions: dict[str, SequentialDecision] | None = None, empty: Rows | None = None
                   ) -> list[VariantVerdict]:
     """One verdict per candidate × metric. ``read`` maps a score file's study-relative path to its rows
@@ -82,7 +85,7 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
     if st.sequential is not None:
-        return _sequential_verdicts(st, read, base, noise, pages_file, decisions)
+        return _sequential_verdicts(st, settings, read, (base, noise), pages_file, decisions)
     rows = []
     for v in st.variants:
         if v.name == st.baseline:
@@ -94,10 +97,10 @@ def page_verdicts(st: Study, read: ReadScores, pages_file: Path | None = None,
         v_noise, noise_name = ((read(score_file(twin.name, c0)), f"{twin.name}@c{c0} (noise run in its layout)")
                                if twin else (noise, f"{st.baseline}@c{noise_level} (noise run)"))
         for m in st.metrics:
-            verdict = compare_scores(base, cand, st.verdict_settings(m), noise=v_noise,
+            verdict = compare_scores(base, cand, settings[m], noise=v_noise,
                                      names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name), empty=empty)
             rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
-    return rows + _tag_verdicts(st, read, (base, noise, empty), pages_file)
+    return rows + _tag_verdicts(st, settings, read, (base, noise, empty), pages_file)
 
 
 def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
@@ -120,7 +123,7 @@ def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
     return {t: groups[t] for t in sorted(groups, key=lambda t: (order[t.partition(":")[0]], t))}
 
 
-def _tag_verdicts(st: Study, read: ReadScores, sides: tuple[Rows, Rows | None, Rows | None],
+def _tag_verdicts(st: Study, settings_of: Settings, read: ReadScores, sides: tuple[Rows, Rows | None, Rows | None],
                   pages_file: Path | None) -> list[VariantVerdict]:
     """``sides``: the baseline's rows, its noise run's and the empty output's (either None when not there)."""
     base, noise, empty = sides
@@ -142,7 +145,7 @@ def _tag_verdicts(st: Study, read: ReadScores, sides: tuple[Rows, Rows | None, R
             b, cand = subset(base), subset(read(score_file(v.name, c0)))
             e = None if v_noise is None else subset(v_noise)
             for m in st.metrics:
-                settings = st.verdict_settings(m)
+                settings = settings_of[m]
                 if not any(r.value(m) is not None and cand[i].value(m) is not None for i, r in b.items() if i in cand):
                     continue  # no page of this value scored on this metric on both sides: nothing to judge
                 verdict = too_few_to_judge(b, cand, settings)
@@ -154,8 +157,14 @@ def _tag_verdicts(st: Study, read: ReadScores, sides: tuple[Rows, Rows | None, R
     return rows
 
 
-def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | None, pages_file: Path | None,
-                         decisions: dict[str, SequentialDecision] | None) -> list[VariantVerdict]:
+def _sequential_verdicts(st: Study, settings: Settings, read: ReadScores, sides: tuple[Rows, Rows | None],
+                         pages_file: Path | None, decisions: dict[str, SequentialDecision] | None
+                         ) -> list[VariantVerdict]:
+    """Each candidate's decision and verdict rows from one call into the judge (``judge.replay.replay_verdicts``).
+    ``sides``: the baseline's rows and its noise run's (or None)."""
+    base, noise = sides
+    if st.sequential is None:
+        raise InputError("the study has no sequential block")
     if pages_file is None:
         raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
     plan = study_plan(st, pages_file)
@@ -164,14 +173,14 @@ def _sequential_verdicts(st: Study, read: ReadScores, base: Rows, noise: Rows | 
         if v.name == st.baseline:
             continue
         cand = read(score_file(v.name, st.compare_level))
-        dec, nxt = replay(st, plan, base, cand, noise)
-        if nxt is not None or dec is None:
+        dec, nxt, made = replay_verdicts(settings, st.sequential.spending, plan, (base, cand, noise), v.name)
+        if nxt is not None or dec is None or made is None:
             raise InputError(f"{score_file(v.name, st.compare_level)}: the sequential pass of {v.name} is unfinished ("
                              + ("no look made yet" if dec is None else f"look {dec.look} of {len(plan.looks)} made, "
                                 f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
         if decisions is not None:
             decisions[v.name] = dec
-        rows += [mark(r, *layout_note(st, v, None)) for r in verdict_rows(st, plan, dec, v.name, (base, cand, noise))]
+        rows += [mark(r, *layout_note(st, v, None)) for r in made]
     return rows
 
 
@@ -186,7 +195,9 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
     read = read or (lambda rel: read_scores(Path(out) / rel))
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
     empty = read(EMPTY_SCORES) if (Path(out) / EMPTY_SCORES).is_file() else None
-    rows = truth_free_verdicts(st, Path(out), pages_file, page_verdicts(st, read, pages_file, decisions, empty))
+    settings = study_settings(st)  # each metric's record validated once, for every verdict below
+    rows = truth_free_verdicts(st, settings, Path(out), pages_file,
+                               page_verdicts(st, settings, read, pages_file, decisions, empty))
     family = adjust_family([*rows, *lm])
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
