@@ -12,12 +12,14 @@ resumes at the look its records reach."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from quantgate.errors import InputError
 from quantgate.judge.compare import Look, compare_scores, pages_changed
+from quantgate.judge.family import adjust_family
 from quantgate.judge.sequential import LookPages, sequential_decide
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.run import SequentialStop
@@ -25,9 +27,9 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision, Spending
 from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import VariantVerdict
-from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, new_verdict
+from quantgate.schema.verdict import DOCUMENT_FIELDS, Outcome, Verdict, new_verdict
 
-__all__ = ["Plan", "Sides", "replay", "replay_verdicts", "stop_record", "verdict_rows"]
+__all__ = ["Candidate", "Plan", "Sides", "replay", "replay_family", "stop_record", "verdict_rows"]
 Rows = dict[str, ScoreRow]
 Sides = tuple[Rows, Rows, "Rows | None"]  # the baseline's rows, the candidate's, the noise run's (or None)
 
@@ -93,15 +95,31 @@ def replay(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan,
     raise AssertionError("the last look always stops")  # pragma: no cover
 
 
-def replay_verdicts(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, sides: Sides, variant: str
-                    ) -> tuple[SequentialDecision | None, list[str] | None, list[VariantVerdict] | None]:
-    """``replay`` and, once the pass has stopped, its verdict rows (``verdict_rows``; else None), in one call: the
-    study's verdicts and the gate's remake hand the judge everything once per candidate instead of taking the
-    decision back to the study and bringing it here again for the rows."""
-    dec, nxt = replay(settings, spending, plan, sides)
-    if nxt is not None or dec is None:
-        return dec, nxt, None
-    return dec, nxt, verdict_rows(settings, plan, dec, variant, sides)
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    sides: Sides
+    # (``noise_layout``, the sentence its rows' message gains): what the study knows of the candidate's parallel
+    # layout (``study.noise_layout.layout_note``), handed in so the rows come back whole (``VariantVerdict.marked``)
+    layout: tuple[str | None, str | None] = (None, None)
+
+
+def replay_family(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, candidates: Sequence[Candidate],
+                  others: Sequence[Verdict]
+                  ) -> tuple[dict[str, tuple[SequentialDecision | None, list[str] | None]], list[Verdict] | None]:
+    """Each candidate's (decision, next pages) from ``replay``; once every pass has stopped, the study's whole family
+    of verdicts: each candidate's rows (``verdict_rows``, marked with its layout), then ``others`` (the lm-eval
+    verdicts), Holm-adjusted (``judge.family``); else None. One call gives the study and the gate's remake
+    everything, so control does not go back to ``study/`` between a decision, its rows and their adjustment."""
+    state = {c.name: replay(settings, spending, plan, c.sides) for c in candidates}
+    if any(nxt is not None or dec is None for dec, nxt in state.values()):
+        return state, None
+    rows: list[Verdict] = []
+    for c in candidates:
+        dec = state[c.name][0]
+        assert dec is not None  # every pass has stopped (checked above)
+        rows += [r.marked(*c.layout) for r in verdict_rows(settings, plan, dec, c.name, c.sides)]
+    return state, adjust_family([*rows, *others])
 
 
 def stop_record(dec: SequentialDecision, level: int) -> SequentialStop:

@@ -76,6 +76,14 @@ class VariantVerdict(Verdict):
         """The row's name in reports: the variant, and the tag value its pages share."""
         return self.variant if self.tag is None else f"{self.variant} [{self.tag}]"
 
+    def marked(self, flag: str | None, note: str | None) -> VariantVerdict:
+        """This verdict with its layout's ``noise_layout`` and sentence (``study.noise_layout.layout_note``), or
+        itself in the baseline's layout. On the record because the judge marks the sequential design's rows it
+        returns and the study the fixed design's, by one rule."""
+        if flag is None:
+            return self
+        return self.model_copy(update={"noise_layout": flag, "message": f"{self.message} {note}".strip()})
+
     @model_serializer(mode="wrap")
     def _variant_first(self, handler):
         d = handler(self)

@@ -46,7 +46,7 @@ def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Pa
     from quantgate.io.pageset import load_pageset
     from quantgate.schema.metrics import METRICS
     from quantgate.scoring import load_predictions
-    from quantgate.study.noise_layout import layout_note, layout_twin, mark
+    from quantgate.study.noise_layout import layout_note, layout_twin
     from quantgate.study.outputs import OutputTexts, outputs_verdict
 
     out = Path(out)
@@ -81,7 +81,7 @@ def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Pa
             if METRICS[m].bound == "none":
                 continue
             verdict = outputs_verdict(outputs, truth, documents, at_random, settings[m])
-            made[(v.name, m)] = mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin))
+            made[(v.name, m)] = VariantVerdict(variant=v.name, **verdict.model_dump()).marked(*layout_note(st, v, twin))
     return [made.get((r.variant, r.metric), r) if r.tag is None else r for r in rows]
 
 def _only(texts: Mapping[str, str | None], ids: list[str]) -> dict[str, str]:

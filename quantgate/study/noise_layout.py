@@ -13,7 +13,6 @@ the baseline's layout is unchanged (``noise_layout`` absent)."""
 from __future__ import annotations
 
 from quantgate.schema.placement import ParallelSettings
-from quantgate.schema.summary import VariantVerdict
 
 
 def layout_of(st, v) -> ParallelSettings:
@@ -35,7 +34,8 @@ def layout_twin(st, v):
 
 
 def layout_note(st, v, twin) -> tuple[str | None, str | None]:
-    """(``noise_layout``, the sentence added to the verdict's message), or (None, None) in the baseline's layout."""
+    """(``noise_layout``, the sentence added to the verdict's message by ``VariantVerdict.marked``), or (None, None) in
+    the baseline's layout."""
     base = next(w for w in st.variants if w.name == st.baseline)
     lb, lc = layout_of(st, base), layout_of(st, v)
     if lb == lc:
@@ -48,9 +48,3 @@ def layout_note(st, v, twin) -> tuple[str | None, str | None]:
                             f"layout ({lc.label()}); to measure it there add a variant {{recipe: {base.recipe}, "
                             f"backend: {{{parts}}}}}" + (" to a fixed (not sequential) study." if st.sequential
                                                           else "."))
-
-
-def mark(row: VariantVerdict, flag: str | None, note: str | None) -> VariantVerdict:
-    if flag is None:
-        return row
-    return row.model_copy(update={"noise_layout": flag, "message": f"{row.message} {note}".strip()})

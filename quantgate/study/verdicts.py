@@ -21,14 +21,14 @@ from quantgate.io.pageset import PageSet
 from quantgate.io.scores import read_scores
 from quantgate.judge.compare import Names, compare_scores, too_few_to_judge
 from quantgate.judge.family import adjust_family
-from quantgate.judge.replay import replay_verdicts
+from quantgate.judge.replay import Candidate, replay_family
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.speed import SpeedupInterval
 from quantgate.schema.summary import STUDY_AS_RUN, LmEvalVerdict, VariantVerdict, VerdictInputs
 from quantgate.study.lmeval import lmeval_files, lmeval_verdicts
-from quantgate.study.noise_layout import layout_note, layout_twin, mark
+from quantgate.study.noise_layout import layout_note, layout_twin
 from quantgate.study.plan import study_plan, study_settings
 from quantgate.study.spec import Study
 
@@ -75,17 +75,13 @@ def used_bound_files(st: Study) -> list[str]:
 
 
 def page_verdicts(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None = None,
-                  decisions: dict[str, SequentialDecision] | None = None, empty: Rows | None = None
-                  ) -> list[VariantVerdict]:
-    """One verdict per candidate × metric. ``read`` maps a score file's study-relative path to its rows
-    (``io.scores.read_scores``). A sequential study (``study.sequential``) needs the judged ``pages_file``
-    (the serving order is made from it) and puts each candidate's ``SequentialDecision`` into ``decisions``.
+                  empty: Rows | None = None) -> list[VariantVerdict]:
+    """A fixed design's verdicts: one per candidate × metric, then the tags'. ``read`` maps a score file's
+    study-relative path to its rows (``io.scores.read_scores``). ``pages_file``: the judged pages (their tags).
     ``empty``: the rows of :data:`EMPTY_SCORES` (None in a folder written before them: fitness by the floor alone)."""
     c0, noise_level = st.compare_level, st.noise_level
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
-    if st.sequential is not None:
-        return _sequential_verdicts(st, settings, read, (base, noise), pages_file, decisions)
     rows = []
     for v in st.variants:
         if v.name == st.baseline:
@@ -99,7 +95,7 @@ def page_verdicts(st: Study, settings: Settings, read: ReadScores, pages_file: P
         for m in st.metrics:
             verdict = compare_scores(base, cand, settings[m], noise=v_noise,
                                      names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name), empty=empty)
-            rows.append(mark(VariantVerdict(variant=v.name, **verdict.model_dump()), *layout_note(st, v, twin)))
+            rows.append(VariantVerdict(variant=v.name, **verdict.model_dump()).marked(*layout_note(st, v, twin)))
     return rows + _tag_verdicts(st, settings, read, (base, noise, empty), pages_file)
 
 
@@ -152,53 +148,59 @@ def _tag_verdicts(st: Study, settings_of: Settings, read: ReadScores, sides: tup
                 if verdict is None:
                     verdict = compare_scores(b, cand, settings, noise=e, names=Names(
                         f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"), empty=empty)
-                rows.append(mark(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()),
-                                 *layout_note(st, v, twin)))
+                rows.append(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()).marked(
+                    *layout_note(st, v, twin)))
     return rows
 
 
-def _sequential_verdicts(st: Study, settings: Settings, read: ReadScores, sides: tuple[Rows, Rows | None],
-                         pages_file: Path | None, decisions: dict[str, SequentialDecision] | None
-                         ) -> list[VariantVerdict]:
-    """Each candidate's decision and verdict rows from one call into the judge (``judge.replay.replay_verdicts``).
-    ``sides``: the baseline's rows and its noise run's (or None)."""
-    base, noise = sides
+def _sequential_family(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None,
+                       decisions: dict[str, SequentialDecision] | None, lm: list[LmEvalVerdict]) -> list:
+    """A sequential study's whole family (its page verdicts, then ``lm``, Holm-adjusted) from one call into the judge
+    (``judge.replay.replay_family``), each candidate's decision put into ``decisions``. Its rows keep their looks: no
+    tag rows and no truth-free remake (``study.judged``) for this design."""
     if st.sequential is None:
         raise InputError("the study has no sequential block")
     if pages_file is None:
         raise InputError("a sequential study's verdicts need the judged pages.jsonl (the serving order is made from it)")
+    c0, noise_level = st.compare_level, st.noise_level
+    base = read(score_file(st.baseline, c0))
+    noise = read(score_file(st.baseline, noise_level)) if noise_level else None
+    names = [v.name for v in st.variants if v.name != st.baseline]
+    # the layout notes before the plan, so everything the judge is handed is made before it is called
+    layouts = {v.name: layout_note(st, v, None) for v in st.variants if v.name != st.baseline}
     plan = study_plan(st, pages_file)
-    rows = []
-    for v in st.variants:
-        if v.name == st.baseline:
-            continue
-        cand = read(score_file(v.name, st.compare_level))
-        dec, nxt, made = replay_verdicts(settings, st.sequential.spending, plan, (base, cand, noise), v.name)
-        if nxt is not None or dec is None or made is None:
-            raise InputError(f"{score_file(v.name, st.compare_level)}: the sequential pass of {v.name} is unfinished ("
+    candidates = [Candidate(n, (base, read(score_file(n, c0)), noise), layouts[n]) for n in names]
+    state, family = replay_family(settings, st.sequential.spending, plan, candidates, lm)
+    for n in names:
+        dec, nxt = state[n]
+        if nxt is not None or dec is None:
+            raise InputError(f"{score_file(n, c0)}: the sequential pass of {n} is unfinished ("
                              + ("no look made yet" if dec is None else f"look {dec.look} of {len(plan.looks)} made, "
                                 f"{dec.pages_used} pages") + "); rerun `quantgate study` to finish it")
         if decisions is not None:
-            decisions[v.name] = dec
-        rows += [mark(r, *layout_note(st, v, None)) for r in made]
-    return rows
+            decisions[n] = dec
+    assert family is not None  # every pass has stopped (checked above)
+    return family
 
 
 def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_file: Path | None = None,
                    decisions: dict[str, SequentialDecision] | None = None
                    ) -> tuple[list[VariantVerdict], list[LmEvalVerdict] | None]:
-    """(page verdicts, lm-eval verdicts or None), family-adjusted. ``pages_file``, ``decisions``: for a
-    sequential study (``page_verdicts``). Judged pages without truth: each candidate's verdict on every judged page
-    (``study.judged.truth_free_verdicts``)."""
+    """(page verdicts, lm-eval verdicts or None), family-adjusted. ``pages_file``: the judged pages (a sequential
+    study's serving order, the tags); ``decisions``: filled with a sequential study's decision per candidate. Judged
+    pages without truth: each candidate's verdict on every judged page (``study.judged.truth_free_verdicts``)."""
     from quantgate.study.judged import truth_free_verdicts
 
     read = read or (lambda rel: read_scores(Path(out) / rel))
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
     empty = read(EMPTY_SCORES) if (Path(out) / EMPTY_SCORES).is_file() else None
     settings = study_settings(st)  # each metric's record validated once, for every verdict below
-    rows = truth_free_verdicts(st, settings, Path(out), pages_file,
-                               page_verdicts(st, settings, read, pages_file, decisions, empty))
-    family = adjust_family([*rows, *lm])
+    if st.sequential is not None:
+        family = _sequential_family(st, settings, read, pages_file, decisions, lm)
+    else:
+        rows = truth_free_verdicts(st, settings, Path(out), pages_file, page_verdicts(st, settings, read, pages_file,
+                                                                                      empty))
+        family = adjust_family([*rows, *lm])
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
 
