@@ -62,12 +62,19 @@ def test_committed_manifests_validate_against_their_models(tmp_path):
     """Real quantgate.json (a 4B model's, from the GPU runs; committed gzipped) and run.json files read through
     their models, losslessly."""
     import gzip
+    import tarfile
 
     mans = []
     for i, gz in enumerate(sorted(REPO.glob("lab/2026-11-*/**/*quantgate.json.gz"))):
         mans.append(tmp_path / f"{i}-{gz.stem}")
         mans[-1].write_bytes(gzip.decompress(gz.read_bytes()))
     runs = sorted(REPO.glob("lab/2026-11-*/**/run.json")) + sorted(REPO.glob("training/results/**/run.json"))
+    for i, tgz in enumerate(sorted(REPO.glob("lab/2026-11-*/session.tar.gz"))):  # the sessions' packed small files
+        with tarfile.open(tgz) as tar:
+            for m in tar.getmembers():
+                if m.isfile() and m.name.endswith("run.json"):
+                    runs.append(tmp_path / f"s{i}-{m.name.replace('/', '_')}")
+                    runs[-1].write_bytes(tar.extractfile(m).read())
     assert len(mans) >= 3 and len(runs) >= 10
     for f in mans:  # older files lack fields added since (they read with their defaults)
         assert read_record_file(VariantManifest, f).model_dump(exclude_unset=True) == json.loads(f.read_text())
@@ -96,7 +103,7 @@ def test_summary_built_through_the_models(study_dir):
     assert [v.path for v in s.variants] == ["variants/bf16", "variants/fp8", "variants/bad"]
     assert s.inputs.pages == "pages/pages.jsonl" and s.inputs.margins == {"ned": 0.01, "cer": 0.01, "bow_f1": 0.01}
     # and every file a reported claim rests on (run.json, requests.jsonl, quantgate.json, pageset.json)
-    assert sorted(s.inputs.files) == sorted(["pages/pages.jsonl", "pages/pageset.json"] + [
+    assert sorted(s.inputs.files) == sorted(["pages/pages.jsonl", "pages/pageset.json", "study.json"] + [
         f"{kind}/{v}/{f}" for kind, f in (("runs", "requests.jsonl"), ("runs", "run.json"),
                                           ("variants", "quantgate.json")) for v in ("bad", "bf16", "fp8")] + [
         "scores/bad-c1.jsonl", "scores/bf16-c1.jsonl", "scores/bf16-c2.jsonl", "scores/fp8-c1.jsonl",
