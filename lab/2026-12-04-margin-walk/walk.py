@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import dataclasses
 import dis
+import gzip
 import io
 import json
 import os
@@ -311,6 +312,12 @@ def table(runs: dict) -> str:
     return "\n".join(lines)
 
 
+def _read(path: Path) -> dict:
+    """walk.json, kept gzipped (its module sequences make it ~380 KB as text)."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", help="the run's name in walk.json (before, after, …); without it, the table of "
@@ -318,18 +325,19 @@ def main() -> int:
     ap.add_argument("--sequential", action="store_true", help="a sequential study (looks replayed by judge.replay)")
     ap.add_argument("--control", action="store_true", help="leave the margin out of the YAML (the registry's margin "
                     "is used): a walk that still finds the value would be counting something else")
-    ap.add_argument("--out", type=Path, default=HERE / "walk.json")
+    ap.add_argument("--out", type=Path, default=HERE / "walk.json.gz")
     a = ap.parse_args()
     if a.label is None:
-        print(table(json.loads(a.out.read_text())["runs"]))
+        print(table(_read(a.out)["runs"]))
         return 0
     self_check()
     with tempfile.TemporaryDirectory(prefix=f"walk-{a.label}-") as tmp:
         r = run(a.label, Path(tmp), a.sequential, a.control)
-    runs = json.loads(a.out.read_text())["runs"] if a.out.is_file() else {}
+    runs = _read(a.out)["runs"] if a.out.is_file() else {}
     runs[a.label] = r
-    tmp_out = a.out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    tmp_out = a.out.with_name(a.out.name + ".tmp")
+    text = (json.dumps({"runs": runs}, indent=1) + "\n").encode()
+    tmp_out.write_bytes(gzip.compress(text, 9, mtime=0) if a.out.suffix == ".gz" else text)
     tmp_out.replace(a.out)
     print(table(runs))
     print(f"\n{a.label} module sequence (depth 1): {r['depth1']['module_sequence']}")
