@@ -18,6 +18,7 @@ design; power and expected pages served reported beside the fixed design's.
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib.util
 import json
 import os
@@ -156,7 +157,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--small-n-studies", type=int, default=4000)
     ap.add_argument("--small-n-resamples", type=int, default=10_000)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sequential_verdicts.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sequential_verdicts.json.gz")
     a = ap.parse_args()
     t0 = time.perf_counter()
     mus = {k: vc._solve_mu(-k * MARGIN) for k in SHIFTS}
@@ -179,8 +180,9 @@ def main() -> None:
            "page_models": "benchmarks/verdict_calibration.py (skewed: zero-heavy ned-like; symmetric: normal)",
            "first_look": FIRST_LOOK, "summary": summarize(cells), "small_n": small, "cells": cells}
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
+    tmp = a.out.with_name(a.out.name + ".tmp")
+    text = (json.dumps(res, indent=1) + "\n").encode()  # kept gzipped in the tree: the cells make it ~80 KB as text
+    tmp.write_bytes(gzip.compress(text, 9, mtime=0) if a.out.suffix == ".gz" else text)
     tmp.replace(a.out)
     sm = res["summary"]
     print(f"worst false within_noise at one margin: {sm['false_within_noise_at_margin_max']:.4f} (target <= 0.06); "
