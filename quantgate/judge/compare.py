@@ -1,20 +1,24 @@
 """Pair two sets of score rows by page and give the verdict for one metric (a family of them is adjusted in
-``quantgate.judge.family``)."""
+``quantgate.judge.family``); a fixed design's whole family from one call (``judge_family``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from quantgate.errors import InputError
+from quantgate.errors import DataError, InputError
 from quantgate.io.scores import read_scores
 from quantgate.judge.clustered import Evidence, decide
 from quantgate.judge.documents import check_documents
+from quantgate.judge.family import adjust_family
+from quantgate.judge.truth_free import OutputPages, truth_free_verdict
 from quantgate.schema.metrics import METRICS
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.settings import VerdictSettings
+from quantgate.schema.summary import VariantVerdict
 from quantgate.schema.verdict import PAGES_WORSE_LISTED, DamageSource, Outcome, ReasonName, Verdict, new_verdict
 
 Rows = dict[str, ScoreRow]
@@ -249,5 +253,62 @@ def compare_files(baseline: Path, candidate: Path, settings: VerdictSettings, no
                           names=Names(str(baseline), str(candidate), str(noise) if noise else "noise run"))
 
 
-__all__ = ["Look", "Names", "compare_files", "compare_scores", "flips", "page_documents", "pages_changed", "too_few_to_judge",
-           "within_range"]
+@dataclass(frozen=True)
+class TruthFree:
+    """What a verdict on every judged page, with truth or without, is made from (``judge.truth_free``): the pages'
+    bounds and the scores of those with truth, and the score rows (baseline's, candidate's) of the pages with truth
+    when they are at least 2 pages of 2 documents (the labeled verdict beside the bound), else None. Made by the
+    caller, which holds the outputs and the scorers (``study.outputs.output_pages``)."""
+
+    pages: OutputPages
+    labeled: tuple[Rows, Rows] | None
+
+
+def truth_free_outputs(tf: TruthFree, settings: VerdictSettings) -> Verdict:
+    """The truth-free verdict on ``settings.metric`` from :class:`TruthFree`'s pages."""
+    labeled = None if tf.labeled is None else compare_scores(*tf.labeled, settings, names=Names("baseline", "candidate"))
+    try:
+        return truth_free_verdict(tf.pages, settings, labeled)
+    except ValueError as err:
+        raise DataError(f"metric {settings.metric!r}: {err}") from None
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One row of a fixed design's family: ``variant`` against the baseline on ``settings.metric``. ``sides``: the
+    baseline's rows, the candidate's, the noise run's (or None); ``empty``: what an empty output scores
+    (``empty_output_mean``); ``tag``: a tag value's row, judged on that value's pages (inconclusive when too few,
+    ``too_few_to_judge``); ``layout``: the (``noise_layout``, sentence) its row is marked with
+    (``VariantVerdict.marked``); ``truth_free``: the verdict on every judged page stands for the scored one."""
+
+    variant: str
+    settings: VerdictSettings
+    sides: tuple[Rows, Rows, Rows | None]
+    names: Names
+    empty: Rows | None = None
+    tag: str | None = None
+    layout: tuple[str | None, str | None] = (None, None)
+    truth_free: TruthFree | None = None
+
+
+def _pairing_row(p: Pairing) -> VariantVerdict:
+    base, cand, noise = p.sides
+    verdict = too_few_to_judge(base, cand, p.settings) if p.tag is not None else None
+    if verdict is None:
+        # made even where the truth-free verdict stands: it checks the score files against each other
+        verdict = compare_scores(base, cand, p.settings, noise=noise, names=p.names, empty=p.empty)
+    if p.truth_free is not None:
+        verdict = truth_free_outputs(p.truth_free, p.settings)
+    tag = {} if p.tag is None else {"tag": p.tag}
+    return VariantVerdict(variant=p.variant, **tag, **verdict.model_dump()).marked(*p.layout)
+
+
+def judge_family(pairings: Sequence[Pairing], others: Sequence[Verdict]) -> list[Verdict]:
+    """A fixed design's whole family from one call: each pairing's row, in order, then ``others`` (the lm-eval
+    verdicts), Holm-adjusted as one family (``judge.family``) — so the study and the gate's remake hand the judge
+    everything once, rather than coming back to ``study/`` between the rows, the truth-free ones and the adjustment."""
+    return adjust_family([*[_pairing_row(p) for p in pairings], *others])
+
+
+__all__ = ["Look", "Names", "Pairing", "TruthFree", "compare_files", "compare_scores", "flips", "judge_family",
+           "page_documents", "pages_changed", "too_few_to_judge", "truth_free_outputs", "within_range"]

@@ -1,5 +1,5 @@
-"""The pages a study judges, and its verdicts on them when some have no truth (``truth_free_verdicts``, which
-``study.verdicts.study_verdicts`` calls for the study and the gate alike). Apart from ``study.truthfree`` (the
+"""The pages a study judges, and what its verdicts on them are made from when some have no truth
+(``truth_free_inputs``, which ``study.verdicts.study_verdicts`` calls for the study and the gate alike). Apart from ``study.truthfree`` (the
 bounds files and the report's counts), which imports ``study.verdicts``: this module must not, as that one calls it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from quantgate.io.pageset import PageSet
+from quantgate.judge.compare import TruthFree
 from quantgate.schema.pages import PageRecord
 from quantgate.schema.settings import VerdictSettings
-from quantgate.schema.summary import VariantVerdict
 from quantgate.study.spec import Study
 
 
@@ -33,30 +33,30 @@ def run_texts(preds: Mapping[str, object], fill: list[str] | None = None) -> dic
     return texts | {pid: "" for pid in fill or [] if pid not in texts}
 
 
-def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Path, pages_file: Path | None,
-                        rows: list[VariantVerdict]) -> list[VariantVerdict]:
-    """``rows`` (``verdicts.page_verdicts``) with each candidate × metric verdict made again on every judged page
-    when some judged page has no truth: ``study.outputs.outputs_verdict`` on the runs' outputs at the compare level,
-    the truth of the pages that have it, the documents, the recorded random draw when its pages stand as one
-    (``heldout.label.sample_status``), the baseline's re-run as the noise. A study whose judged pages all have
-    truth keeps today's verdicts unchanged; a sequential study, a tag's rows and a metric with no truth-free bound
-    (``checks``) keep theirs. ``settings``: each metric's, as ``study_verdicts`` made them once. The study and the
-    gate both call this (``verdicts.study_verdicts``)."""
+def truth_free_inputs(st: Study, settings: dict[str, VerdictSettings], out: Path, pages_file: Path | None
+                      ) -> dict[tuple[str, str], TruthFree]:
+    """Per (candidate, metric), what its verdict on every judged page is made from when some judged page has no
+    truth (``study.outputs.output_pages``; the judge makes the verdict, ``judge.compare.judge_family``): the runs'
+    outputs at the compare level, the truth of the pages that have it, the documents, the recorded random draw when
+    its pages stand as one (``heldout.label.sample_status``), the baseline's re-run as the noise. Empty when every
+    judged page has truth, for a sequential study, and for a metric with no truth-free bound (``checks``): those
+    keep their scored verdicts, as do a tag's rows. ``settings``: each metric's, as ``study_verdicts`` made them
+    once. The study and the gate both call this (``verdicts.study_verdicts``)."""
     from quantgate.heldout.label import sample_status
     from quantgate.io.pageset import load_pageset
     from quantgate.schema.metrics import METRICS
     from quantgate.scoring import load_predictions
-    from quantgate.study.noise_layout import layout_note, layout_twin
-    from quantgate.study.outputs import OutputTexts, outputs_verdict
+    from quantgate.study.noise_layout import layout_twin
+    from quantgate.study.outputs import OutputTexts, output_pages
 
     out = Path(out)
     pages_file = Path(pages_file) if pages_file is not None else out / "pages" / "pages.jsonl"
     if st.sequential is not None or pages_file.name != "pages.jsonl" or not pages_file.is_file():
-        return rows  # (a page set outside an older study folder: its truths were never bound, see gate.check)
+        return {}  # (a page set outside an older study folder: its truths were never bound, see gate.check)
     ps = load_pageset(pages_file.parent)
     judged = judged_pages(st, ps)
     if all(p.truth is not None for p in judged):
-        return rows
+        return {}
     c0, fill = st.compare_level, None if st.limit else [p.id for p in judged]
 
     def texts(name: str, level: int) -> dict[str, str | None]:
@@ -65,7 +65,7 @@ def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Pa
     base = texts(st.baseline, c0)
     noise = texts(st.baseline, st.noise_level) if st.noise_level else None
     status = sample_status(ps)
-    made: dict[tuple[str, str], VariantVerdict] = {}
+    made: dict[tuple[str, str], TruthFree] = {}
     for v in st.variants:
         if v.name == st.baseline:
             continue
@@ -80,9 +80,9 @@ def truth_free_verdicts(st: Study, settings: dict[str, VerdictSettings], out: Pa
         for m in st.metrics:
             if METRICS[m].bound == "none":
                 continue
-            verdict = outputs_verdict(outputs, truth, documents, at_random, settings[m])
-            made[(v.name, m)] = VariantVerdict(variant=v.name, **verdict.model_dump()).marked(*layout_note(st, v, twin))
-    return [made.get((r.variant, r.metric), r) if r.tag is None else r for r in rows]
+            made[(v.name, m)] = output_pages(outputs, truth, documents, at_random, settings[m].metric)
+    return made
+
 
 def _only(texts: Mapping[str, str | None], ids: list[str]) -> dict[str, str]:
     return {i: texts[i] or "" for i in ids}

@@ -19,15 +19,15 @@ import numpy as np
 
 from quantgate.errors import DataError, UsageError
 from quantgate.io.outputs import MAX_OUTPUT_BYTES
-from quantgate.judge.compare import Names, compare_scores
-from quantgate.judge.truth_free import OutputPages, truth_free_verdict
+from quantgate.judge.compare import TruthFree, truth_free_outputs
+from quantgate.judge.truth_free import OutputPages
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.verdict import Verdict
 from quantgate.scoring.bounds import truth_free_bound
 from quantgate.scoring.metrics import get_metric, score_one
 
-__all__ = ["OutputTexts", "compare_outputs", "outputs_verdict"]
+__all__ = ["OutputTexts", "compare_outputs", "output_pages", "outputs_verdict"]
 Texts = Mapping[str, str]
 
 
@@ -76,7 +76,13 @@ def outputs_verdict(texts: OutputTexts, truth: Texts, documents: Mapping[str, st
                     settings: VerdictSettings) -> Verdict:
     """The verdict on ``settings.metric`` from checked inputs (``compare_outputs`` checks them; the study's are
     its own records). ``at_random``: pages of the recorded random draw, every one with truth."""
-    metric = settings.metric
+    return truth_free_outputs(output_pages(texts, truth, documents, at_random, settings.metric), settings)
+
+
+def output_pages(texts: OutputTexts, truth: Texts, documents: Mapping[str, str], at_random: set[str],
+                 metric: str) -> TruthFree:
+    """What ``outputs_verdict`` judges, made from the texts with the scorers (which the judge does not import): the
+    study hands it to ``judge.compare.judge_family`` with the rest of its family."""
     ids = sorted(texts.baseline)
     base, cand = texts.baseline, texts.candidate
     spec = get_metric(metric).spec
@@ -90,19 +96,14 @@ def outputs_verdict(texts: OutputTexts, truth: Texts, documents: Mapping[str, st
     b_score = np.array([value(rows[0][p]) if p in truth else np.nan for p in ids])
     c_score = np.array([value(rows[1][p]) if p in truth else np.nan for p in ids])
     damage = (b_score - c_score) if spec.higher_is_better else (c_score - b_score)
-    labeled = None
     docs_with_truth = {documents[p] for p in truth}
-    if len(truth) >= 2 and len(docs_with_truth) >= 2:
-        labeled = compare_scores(rows[0], rows[1], settings, names=Names("baseline", "candidate"))
+    labeled = rows if len(truth) >= 2 and len(docs_with_truth) >= 2 else None
     noise = None if texts.noise is None else np.array(
         [truth_free_bound(metric, base[p], texts.noise[p]) for p in ids], dtype=np.float64)
     pages = OutputPages(ids=ids, documents=[documents[p] for p in ids], bound=bound, damage=damage,
                         at_random=np.array([p in at_random for p in ids], dtype=bool), baseline_score=b_score,
                         changed=np.array([base[p] != cand[p] for p in ids], dtype=bool), noise_bound=noise)
-    try:
-        return truth_free_verdict(pages, settings, labeled)
-    except ValueError as err:
-        raise DataError(f"metric {metric!r}: {err}") from None
+    return TruthFree(pages, labeled)
 
 
 def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_at_random=False, metric="ned",

@@ -6,21 +6,23 @@ Page verdicts: each candidate against the baseline at the study's first concurre
 baseline's second level as its noise run, per metric, with the declared margin (the registry's when
 the study declares none), seed, resamples, min_pages and test. lm-eval verdicts (``study.lmeval``)
 join them in one family: ``p_regression_holm`` is Holm's adjustment over every verdict of the study
-(``judge.family``). Tag verdicts (``study.verdicts_by_tag``): after the overall rows, each candidate ×
-metric again on the pages of each value of each tag key, as their own rows (``VariantVerdict.tag``) in the same
-family; a value with too few pages or documents gives an inconclusive row (``judge.compare.too_few_to_judge``)."""
+(``judge.family``). The study gathers what each verdict is made from and hands the whole family to the judge in one
+call (a fixed design: ``judge.compare.judge_family``; a sequential one: ``judge.replay.replay_family``). Tag
+verdicts (``study.verdicts_by_tag``): after the overall rows, each candidate × metric again on the pages of each
+value of each tag key, as their own rows (``VariantVerdict.tag``) in the same family; a value with too few pages
+or documents gives an inconclusive row (``judge.compare.too_few_to_judge``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
 from quantgate.io.pageset import PageSet
 from quantgate.io.scores import read_scores
-from quantgate.judge.compare import Names, compare_scores, too_few_to_judge
-from quantgate.judge.family import adjust_family
+from quantgate.judge.compare import Names, Pairing, judge_family
 from quantgate.judge.replay import Candidate, replay_family
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
@@ -74,11 +76,12 @@ def used_bound_files(st: Study) -> list[str]:
     return files + ([bounds_file(st.baseline, st.noise_level)] if st.noise_level else [])
 
 
-def page_verdicts(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None = None,
-                  empty: Rows | None = None) -> list[VariantVerdict]:
-    """A fixed design's verdicts: one per candidate × metric, then the tags'. ``read`` maps a score file's
-    study-relative path to its rows (``io.scores.read_scores``). ``pages_file``: the judged pages (their tags).
-    ``empty``: the rows of :data:`EMPTY_SCORES` (None in a folder written before them: fitness by the floor alone)."""
+def page_pairings(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None = None,
+                  empty: Rows | None = None) -> list[Pairing]:
+    """What a fixed design's verdicts are made from (``judge.compare.judge_family``): one per candidate × metric,
+    then the tags'. ``read`` maps a score file's study-relative path to its rows (``io.scores.read_scores``).
+    ``pages_file``: the judged pages (their tags). ``empty``: the rows of :data:`EMPTY_SCORES` (None in a folder
+    written before them: fitness by the floor alone)."""
     c0, noise_level = st.compare_level, st.noise_level
     base = read(score_file(st.baseline, c0))
     noise = read(score_file(st.baseline, noise_level)) if noise_level else None
@@ -92,11 +95,11 @@ def page_verdicts(st: Study, settings: Settings, read: ReadScores, pages_file: P
         twin = layout_twin(st, v)
         v_noise, noise_name = ((read(score_file(twin.name, c0)), f"{twin.name}@c{c0} (noise run in its layout)")
                                if twin else (noise, f"{st.baseline}@c{noise_level} (noise run)"))
-        for m in st.metrics:
-            verdict = compare_scores(base, cand, settings[m], noise=v_noise,
-                                     names=Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}", noise_name), empty=empty)
-            rows.append(VariantVerdict(variant=v.name, **verdict.model_dump()).marked(*layout_note(st, v, twin)))
-    return rows + _tag_verdicts(st, settings, read, (base, noise, empty), pages_file)
+        layout = layout_note(st, v, twin)
+        rows += [Pairing(v.name, settings[m], (base, cand, v_noise), Names(f"{st.baseline}@c{c0}", f"{v.name}@c{c0}",
+                                                                             noise_name), empty, layout=layout)
+                 for m in st.metrics]
+    return rows + _tag_pairings(st, settings, read, (base, noise, empty), pages_file)
 
 
 def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
@@ -119,8 +122,8 @@ def page_tags(st: Study, pages_file: Path) -> dict[str, list[str]]:
     return {t: groups[t] for t in sorted(groups, key=lambda t: (order[t.partition(":")[0]], t))}
 
 
-def _tag_verdicts(st: Study, settings_of: Settings, read: ReadScores, sides: tuple[Rows, Rows | None, Rows | None],
-                  pages_file: Path | None) -> list[VariantVerdict]:
+def _tag_pairings(st: Study, settings_of: Settings, read: ReadScores, sides: tuple[Rows, Rows | None, Rows | None],
+                  pages_file: Path | None) -> list[Pairing]:
     """``sides``: the baseline's rows, its noise run's and the empty output's (either None when not there)."""
     base, noise, empty = sides
     if not st.verdicts_by_tag:
@@ -140,16 +143,11 @@ def _tag_verdicts(st: Study, settings_of: Settings, read: ReadScores, sides: tup
             v_noise = read(score_file(twin.name, c0)) if twin else noise
             b, cand = subset(base), subset(read(score_file(v.name, c0)))
             e = None if v_noise is None else subset(v_noise)
+            names, layout = Names(f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"), layout_note(st, v, twin)
             for m in st.metrics:
-                settings = settings_of[m]
                 if not any(r.value(m) is not None and cand[i].value(m) is not None for i, r in b.items() if i in cand):
                     continue  # no page of this value scored on this metric on both sides: nothing to judge
-                verdict = too_few_to_judge(b, cand, settings)
-                if verdict is None:
-                    verdict = compare_scores(b, cand, settings, noise=e, names=Names(
-                        f"{st.baseline}@c{c0} [{tag}]", f"{v.name}@c{c0} [{tag}]"), empty=empty)
-                rows.append(VariantVerdict(variant=v.name, tag=tag, **verdict.model_dump()).marked(
-                    *layout_note(st, v, twin)))
+                rows.append(Pairing(v.name, settings_of[m], (b, cand, e), names, empty, tag=tag, layout=layout))
     return rows
 
 
@@ -188,8 +186,8 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
                    ) -> tuple[list[VariantVerdict], list[LmEvalVerdict] | None]:
     """(page verdicts, lm-eval verdicts or None), family-adjusted. ``pages_file``: the judged pages (a sequential
     study's serving order, the tags); ``decisions``: filled with a sequential study's decision per candidate. Judged
-    pages without truth: each candidate's verdict on every judged page (``study.judged.truth_free_verdicts``)."""
-    from quantgate.study.judged import truth_free_verdicts
+    pages without truth: each candidate's verdict on every judged page (``study.judged.truth_free_inputs``)."""
+    from quantgate.study.judged import truth_free_inputs
 
     read = read or (lambda rel: read_scores(Path(out) / rel))
     lm = lmeval_verdicts(st, Path(out)) if st.lm_eval else []
@@ -198,9 +196,10 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
     if st.sequential is not None:
         family = _sequential_family(st, settings, read, pages_file, decisions, lm)
     else:
-        rows = truth_free_verdicts(st, settings, Path(out), pages_file, page_verdicts(st, settings, read, pages_file,
-                                                                                      empty))
-        family = adjust_family([*rows, *lm])
+        pairings = page_pairings(st, settings, read, pages_file, empty)
+        free = truth_free_inputs(st, settings, Path(out), pages_file)  # a tag's rows keep their scored verdicts
+        family = judge_family([p if p.tag is not None or (p.variant, p.settings.metric) not in free
+                               else replace(p, truth_free=free[(p.variant, p.settings.metric)]) for p in pairings], lm)
     pages = [v for v in family if isinstance(v, VariantVerdict)]
     return pages, ([v for v in family if isinstance(v, LmEvalVerdict)] if st.lm_eval else None)
 
