@@ -77,3 +77,14 @@ def exit_code_table() -> str:
 class DeprecatedSpelling(FutureWarning):
     """An old name of a flag or a study key, still read for one release. The command line prints it as one
     ``warning:`` line; library callers see an ordinary FutureWarning."""
+
+
+# What str.splitlines() breaks a line at: a key or value from a file, quoted into an error, must not split the one
+# line a user (or a CI log parser) reads — a summary.json key holding "\r" once printed as two lines.
+_LINE_BREAKS = {ord(c): f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break escaped (a carriage return as ``\\x0d``), so it stays on one line."""
+    return text.translate(_LINE_BREAKS)

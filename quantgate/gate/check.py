@@ -23,7 +23,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import NamedTuple
 
-from quantgate.errors import InputError, QuantgateError, UsageError
+from quantgate.errors import InputError, QuantgateError, UsageError, one_line
 from quantgate.io.fileio import safe_join, sha256_file
 from quantgate.judge.family import confirmed as holm_confirmed
 from quantgate.schema.settings import MIN_PAGES
@@ -359,7 +359,7 @@ def echo_as_run(rep, out: Path, where: str) -> None:
         raise _Invalid(f"files changed since the verdicts were made: {path} changed since the verdicts (sha256 differs)")
     diff = _first_difference({"study": rep.study}, {"study": load_json(path, "study as run")})
     if diff:
-        raise _Invalid(f"{where}: {diff[0]} is {diff[1]!r} in summary.json but {diff[2]!r} in {STUDY_AS_RUN} (the "
+        raise _Invalid(f"{where}: {one_line(diff[0])} is {diff[1]!r} in summary.json but {diff[2]!r} in {STUDY_AS_RUN} (the "
                        "study as run, hashed in inputs.files); summary.json was edited or belongs to another study")
 
 

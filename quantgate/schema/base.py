@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, one_line
 from quantgate.schema.load import load_json
 
 SCHEMA_VERSION = 1
@@ -42,7 +42,7 @@ def parse_record(cls: type[R], obj: Any, *, where: str) -> R:
         if isinstance(cause, FieldError):
             loc, msg = loc + cause.loc, str(cause)
         field = ".".join(str(p) for p in loc) or "(record)"
-        raise InputError(f"{where}: field {field!r}: {msg}") from None
+        raise InputError(f"{where}: field {field!r}: {one_line(msg)}") from None
 
 
 def check_schema_version(obj: dict, supported: int, *, where: str, oldest: int | None = None) -> None:
