@@ -9,7 +9,7 @@ py=$root/.venv/bin/python
 rm -f "$here/walk.json.gz"
 # before: d3c77cb^ (the tree the issue was measured on: cli/, study/gate.py, judge/ importing the study's spec);
 # each settings commit beside its parent; after: HEAD
-for spec in before:d3c77cb^ 6fba36b^:6fba36b^ 6fba36b:6fba36b 2c8fb52:2c8fb52 46315fa^:46315fa^ 46315fa:46315fa \
+for spec in before:d3c77cb^ 6fba36b^:6fba36b^ 6fba36b:6fba36b 2c8fb52:2c8fb52 46315fa^:46315fa^ 46315fa:46315fa acedb91:acedb91 65e0f6a:65e0f6a \
             after:HEAD; do
   label=${spec%%:*}
   rev=$(git rev-parse "${spec#*:}")
