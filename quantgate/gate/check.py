@@ -403,7 +403,9 @@ OUTSIDE_NOTE = ("note: the page set lies outside the study folder; the gate re-h
 
 
 NOT_VOUCHED = ("note: the gate re-derived the verdicts, speeds, sizes, kernels and worst pages from the files it "
-               "binds; it does not vouch for report.md, report.html, junit.xml, timings.jsonl, summary.json's "
+               "binds; it does not vouch for report.md, report.html, junit.xml, timings.jsonl, the speed tables "
+               "(speed/cost-table.json, speed/prefill-table.json: readings of the bound profiles and waves that a "
+               "later speed-profile run rewrites), summary.json's "
                "created, time_budget, provenance.packages and provenance.git_commit, nor, in a schema-4 summary "
                "(which hashed no study.json), the study echo's fields no run.json proves — rebuild the reports from "
                "the checked summary with `quantgate report`")
