@@ -152,3 +152,25 @@ def page_metrics(rules: list[dict], markdown: str) -> dict[str, float]:
         output=output.ParseOutput(example_id="page", pipeline_name="quantgate", markdown=markdown))
     case = cases.ParseTestCase(test_id="g/page", group="g", file_path="page.pdf", test_rules=rules)
     return {m.metric_name: m.value for m in evaluator.ParseEvaluator().evaluate(result, case).metrics}
+
+
+def rule_parity(rules, md, parse, problem, ours_score):
+    """Each rule of a page scored by upstream and by ours (``parse`` builds our rule, ``problem`` says why upstream
+    would refuse it, ``ours_score`` scores it): the number that agree (both refuse, or equal scores), how many of
+    those passed, the disagreements (rule, ours, theirs) and the rules both could score (for the page's score)."""
+    agree, passed, differ, kept = 0, 0, [], []
+    for data in rules:
+        try:
+            theirs: float | None = score(data, md)
+        except ValueError:
+            theirs = None
+        rule = parse(data)
+        ours = None if problem(rule) else ours_score(rule, md)
+        if (ours is None) if theirs is None else (ours is not None and abs(ours - theirs) < 1e-12):
+            agree += 1
+            passed += bool(ours)
+        else:
+            differ.append((data, ours, theirs))
+        if ours is not None:
+            kept.append(data)
+    return agree, passed, differ, kept

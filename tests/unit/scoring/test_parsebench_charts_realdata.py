@@ -52,21 +52,8 @@ def _omnidoc_pages():
 def test_every_real_chart_point_and_page_agrees(pages, at_least):
     agree, differ, passed, page_scores = 0, [], 0, []
     for rules, md in pages():
-        kept = []
-        for data in rules:
-            try:
-                theirs: float | None = P.score(data, md)
-            except ValueError:
-                theirs = None
-            rule = C.ChartPoint.model_validate(data)
-            ours = None if C.problem(rule) else C.score(rule, md)
-            if (ours is None) if theirs is None else (ours is not None and abs(ours - theirs) < 1e-12):
-                agree += 1
-                passed += bool(ours)
-            else:
-                differ.append((data, ours, theirs))
-            if ours is not None:
-                kept.append(data)
+        a, p, d, kept = P.rule_parity(rules, md, C.ChartPoint.model_validate, C.problem, C.score)
+        agree, passed, differ = agree + a, passed + p, differ + d
         page_scores.append((C.page_score([C.ChartPoint.model_validate(r) for r in kept], md),
                             P.page_metrics(kept, md).get("rule_chart_data_point_pass_rate")))
     assert agree > at_least and not differ, (agree, differ[:5])

@@ -57,21 +57,8 @@ def _olmocr_pages():
 def test_every_real_rule_and_page_agrees(pages, at_least):
     agree, differ, page_scores, passed = 0, [], [], 0
     for rules, md in pages():
-        kept = []
-        for data in rules:
-            try:
-                theirs: float | None = P.score(data, md)
-            except ValueError:
-                theirs = None
-            rule = F.FORMAT_RULE.validate_python(data)
-            ours = None if F.problem(rule) else F.score(rule, md)
-            if (ours is None) if theirs is None else (ours is not None and abs(ours - theirs) < 1e-12):
-                agree += 1
-                passed += bool(ours)
-            else:
-                differ.append((data, ours, theirs))
-            if ours is not None:
-                kept.append(data)
+        a, p, d, kept = P.rule_parity(rules, md, F.FORMAT_RULE.validate_python, F.problem, F.score)
+        agree, passed, differ = agree + a, passed + p, differ + d
         ours_page = FP.page_score([F.FORMAT_RULE.validate_python(r) for r in kept], md)
         page_scores.append((ours_page, P.page_metrics(kept, md).get("semantic_formatting")))
     assert agree > at_least and not differ, (agree, differ[:5])
