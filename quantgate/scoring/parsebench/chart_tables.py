@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_SUPERSCRIPT = str.maketrans("0123456789", "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
-_SUBSCRIPT = str.maketrans("0123456789", "".join(chr(0x2080 + d) for d in range(10)))
+from quantgate.scoring.parsebench.text import flatten_cell
+
 MD_CONTEXT_LINES = 5  # lines kept before a markdown table
 HTML_CONTEXT_SIBLINGS, HTML_CONTEXT_CHARS = 3, 300  # elements kept before an HTML table, and their last characters
 
@@ -110,11 +110,7 @@ def html_tables(content: str) -> list[ChartTable]:
             for cell in tr.find_all(["th", "td"]):
                 while (r, c) in grid:
                     c += 1
-                for br in cell.find_all("br"):
-                    br.replace_with(" ")
-                for tag, digits in (("sup", _SUPERSCRIPT), ("sub", _SUBSCRIPT)):
-                    for el in cell.find_all(tag):
-                        el.replace_with(el.get_text().translate(digits))
+                flatten_cell(cell)
                 text, down, across = cell.get_text().strip(), int(cell.get("rowspan", 1)), int(cell.get("colspan", 1))
                 grid.update({(i, j): text for i in range(r, r + down) for j in range(c, c + across)})
                 if cell.name == "th":

@@ -132,6 +132,16 @@ _SUPERSCRIPT = str.maketrans("0123456789", "\u2070\u00b9\u00b2\u00b3\u2074\u2075
 _SUBSCRIPT = str.maketrans("0123456789", "".join(chr(0x2080 + d) for d in range(10)))
 
 
+def flatten_cell(cell) -> None:
+    """An HTML table cell as upstream's table readers take its text: a <br> as a space, <sup>/<sub> digits as
+    their Unicode forms (in place, on the parsed cell)."""
+    for br in cell.find_all("br"):
+        br.replace_with(" ")
+    for tag, digits in (("sup", _SUPERSCRIPT), ("sub", _SUBSCRIPT)):
+        for el in cell.find_all(tag):
+            el.replace_with(el.get_text().translate(digits))
+
+
 def _int_or_one(raw: object) -> int:
     try:
         return int(str(raw))
@@ -158,11 +168,7 @@ def html_grid_rows(text: str) -> list[list[str]]:
             for cell in tr.find_all(["th", "td"]):
                 while (r, c) in grid:
                     c += 1
-                for br in cell.find_all("br"):
-                    br.replace_with(" ")
-                for tag, table_ in (("sup", _SUPERSCRIPT), ("sub", _SUBSCRIPT)):
-                    for t in cell.find_all(tag):
-                        t.replace_with(t.get_text().translate(table_))
+                flatten_cell(cell)
                 value, down, across = cell.get_text().strip(), _int_or_one(cell.get("rowspan", 1)), \
                     _int_or_one(cell.get("colspan", 1))
                 grid.update({(i, j): value for i in range(r, r + down) for j in range(c, c + across)})

@@ -83,15 +83,7 @@ def _cases():
 def test_every_real_case_agrees(cases, at_least):
     agree, differ = 0, []
     for data, md in cases():
-        try:
-            theirs: float | None = P.score(data, md)
-        except ValueError:
-            theirs = None
-        rule = R.RULE.validate_python(data)
-        ours = None if R.problem(rule) else R.score(rule, md)
-        same = (ours is None) if theirs is None else (ours is not None and abs(ours - theirs) < 1e-12)
-        if same:
-            agree += 1
-        else:
-            differ.append((data["type"], ours, theirs))
+        a, _, d, _ = P.rule_parity([data], md, R.RULE.validate_python, R.problem, R.score)
+        agree += a
+        differ += [(rule["type"], ours, theirs) for rule, ours, theirs in d]
     assert agree > at_least and not differ, (agree, differ[:5])
