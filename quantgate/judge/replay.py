@@ -8,12 +8,14 @@ first, to the whole budget, so every page a candidate is judged on has a baselin
 One function makes the decision from score rows — ``replay`` — used by the study while it serves (rows
 scored from the records so far), by the study's verdicts and by the gate (rows read from the score
 files): the report and the gate cannot disagree. Every look is replayed from look 1, so a killed study
-resumes at the look its records reach."""
+resumes at the look its records reach. ``empty``: what an empty output scores on each page (the study's
+``scores/empty-output.jsonl``): at every look, as in the fixed design, a baseline no better than it on the look's
+pages is ``baseline_unfit`` (``judge.clustered.baseline_fit``), never decisive, so the pass runs to its budget."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,10 +52,12 @@ def _values(rows: Rows, ids: list[str], metric: str) -> np.ndarray:
     return np.clip(out, 0.0, 1.0) if metric in METRICS and METRICS[metric].clipped else out
 
 
-def _look_pages(settings: dict[str, VerdictSettings], ids: list[str], base: Rows, cand: Rows,
-                noise: Rows | None) -> LookPages:
+def _look_pages(settings: dict[str, VerdictSettings], ids: list[str], sides: Sides, empty: Rows | None
+                ) -> LookPages:
     """The look's pages for ``sequential_decide``: per metric the oriented differences (and the noise run's),
-    the baseline's own scores, and per page whether both outputs hash the same."""
+    the baseline's own scores and the empty output's (clipped as the baseline's), and per page whether both
+    outputs hash the same."""
+    base, cand, noise = sides
     d: dict[str, np.ndarray] = {}
     e: dict[str, np.ndarray] = {}
     baseline: dict[str, np.ndarray] = {}
@@ -65,13 +69,15 @@ def _look_pages(settings: dict[str, VerdictSettings], ids: list[str], base: Rows
             e[m] = sign * (_values(noise, ids, m) - b)
     same = np.array([base[i].output_sha256 is not None and base[i].output_sha256 == cand[i].output_sha256
                      for i in ids], dtype=bool)
-    return LookPages(d, e if noise is not None else None, None, baseline, same)
+    nothing = None if empty is None else {m: _values(empty, ids, m) for m in settings}
+    return LookPages(d, e if noise is not None else None, None, baseline, same, nothing)
 
 
-def replay(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, sides: Sides
-           ) -> tuple[SequentialDecision | None, list[str] | None]:
+def replay(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, sides: Sides,
+           empty: Rows | None = None) -> tuple[SequentialDecision | None, list[str] | None]:
     """(the decision at the last look whose pages the candidate has, or None before the first; the pages to
-    have served for the next look, or None when the pass has stopped). ``settings``: per metric."""
+    have served for the next look, or None when the pass has stopped). ``settings``: per metric; ``empty``: what
+    an empty output scores on the pages (None: fitness by the floor alone)."""
     base, cand, noise = sides
     lacking = [i for i in plan.order if i not in base]
     if lacking:
@@ -87,8 +93,7 @@ def replay(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan,
         ids = plan.order[:n]
         if any(i not in cand for i in ids):
             return dec, ids
-        pages = _look_pages(settings, ids, base, cand, noise)
-        pages = LookPages(pages.d, pages.noise, plan.documents[:n], pages.baseline, pages.same_output)
+        pages = replace(_look_pages(settings, ids, sides, empty), documents=plan.documents[:n])
         dec = sequential_decide(k, plan.looks, pages, settings, previous=dec, n_max=plan.n_max, spending=spending)
         if dec.stop:
             return dec, None
@@ -105,20 +110,21 @@ class Candidate:
 
 
 def replay_family(settings: dict[str, VerdictSettings], spending: Spending, plan: Plan, candidates: Sequence[Candidate],
-                  others: Sequence[Verdict]
+                  others: Sequence[Verdict], empty: Rows | None = None
                   ) -> tuple[dict[str, tuple[SequentialDecision | None, list[str] | None]], list[Verdict] | None]:
     """Each candidate's (decision, next pages) from ``replay``; once every pass has stopped, the study's whole family
     of verdicts: each candidate's rows (``verdict_rows``, marked with its layout), then ``others`` (the lm-eval
     verdicts), Holm-adjusted (``judge.family``); else None. One call gives the study and the gate's remake
-    everything, so control does not go back to ``study/`` between a decision, its rows and their adjustment."""
-    state = {c.name: replay(settings, spending, plan, c.sides) for c in candidates}
+    everything, so control does not go back to ``study/`` between a decision, its rows and their adjustment.
+    ``empty``: what an empty output scores on the pages, for every candidate's baseline fitness."""
+    state = {c.name: replay(settings, spending, plan, c.sides, empty) for c in candidates}
     if any(nxt is not None or dec is None for dec, nxt in state.values()):
         return state, None
     rows: list[Verdict] = []
     for c in candidates:
         dec = state[c.name][0]
         assert dec is not None  # every pass has stopped (checked above)
-        rows += [r.marked(*c.layout) for r in verdict_rows(settings, plan, dec, c.name, c.sides)]
+        rows += [r.marked(*c.layout) for r in verdict_rows(settings, plan, dec, c.name, c.sides, empty)]
     return state, adjust_family([*rows, *others])
 
 
@@ -130,9 +136,10 @@ def stop_record(dec: SequentialDecision, level: int) -> SequentialStop:
 
 
 def verdict_rows(settings: dict[str, VerdictSettings], plan: Plan, dec: SequentialDecision, variant: str,
-                 sides: Sides) -> list[VariantVerdict]:
+                 sides: Sides, empty: Rows | None = None) -> list[VariantVerdict]:
     """One verdict per metric, from each metric's decision at the look it was decided at (the pass's last
-    look when undecided): the pages of that look, the interval at its nominal level."""
+    look when undecided): the pages of that look, the interval at its nominal level; the baseline's score and the
+    empty output's on those pages (``empty``) beside it, as the decision judged them."""
     base, cand, noise = sides
     rows = []
     for m, given in settings.items():
@@ -146,7 +153,7 @@ def verdict_rows(settings: dict[str, VerdictSettings], plan: Plan, dec: Sequenti
         changed = pages_changed(base, cand, pages, ("baseline", variant), required=False)
         settings_m = given.model_copy(update={"margin": s.margin, "test": dec.test})
         # the document-level fields, from the same verdict code on the same pages at the look's level
-        full = compare_scores(base, cand, settings_m, noise=noise, look=Look(pages, s.nominal_alpha)
+        full = compare_scores(base, cand, settings_m, noise=noise, look=Look(pages, s.nominal_alpha), empty=empty
                               ) if len(ids) >= 2 else None
         extra = {} if full is None else {k: getattr(full, k) for k in DOCUMENT_FIELDS}
         v = new_verdict(settings_m, Outcome(verdict=s.verdict, reason=s.reason, n=len(ids),

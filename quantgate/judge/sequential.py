@@ -106,14 +106,26 @@ def look_verdicts(d: np.ndarray, margin: float, nominal_alpha: float, indices, *
 class LookPages:
     """The pages served so far, *in ``page_order``*, per metric: ``d`` the oriented differences (higher is
     better; NaN where a page has no value), ``noise`` the baseline re-run's (optional), ``baseline`` the baseline's
-    own page scores (for baseline_score); per page: ``documents`` (None: each page its own) and ``same_output``
-    (both outputs hash the same; identical_outputs needs every one)."""
+    own page scores (for baseline_score), ``empty`` what an empty output scores on each page in the metric's own
+    units (NaN where not scored; the baseline must beat its mean on a look's pages, as in the fixed design); per
+    page: ``documents`` (None: each page its own) and ``same_output`` (both outputs hash the same;
+    identical_outputs needs every one)."""
 
     d: dict[str, np.ndarray]
     noise: dict[str, np.ndarray] | None = None
     documents: list[str] | None = None
     baseline: dict[str, np.ndarray] | None = None
     same_output: np.ndarray | None = None
+    empty: dict[str, np.ndarray] | None = None
+
+
+def _look_mean(values: np.ndarray | None, upto: int, keep: np.ndarray) -> float | None:
+    """The mean of ``values`` over a look's judged pages (the first ``upto``, where ``keep``); None without values
+    or when one of those pages has none (then it is not the same pages, as ``judge.compare.empty_output_mean``)."""
+    if values is None:
+        return None
+    v = np.asarray(values, dtype=np.float64)[:upto][keep]
+    return None if len(v) == 0 or bool(np.isnan(v).any()) else float(v.mean())
 
 
 def _evaluate(s: VerdictSettings, pages: LookPages, bound: LookBoundary, repeated: tuple, best_p: float
@@ -137,8 +149,10 @@ def _evaluate(s: VerdictSettings, pages: LookPages, bound: LookBoundary, repeate
     base = None if pages.baseline is None else pages.baseline.get(metric)
     e = None if pages.noise is None else pages.noise.get(metric)
     same = pages.same_output
+    empty = None if pages.empty is None else pages.empty.get(metric)
     ev = C.Evidence(outputs_identical=None if same is None else bool(np.all(np.asarray(same)[: bound.pages][keep])),
                     baseline_score=None if base is None else float(np.nanmean(base[: bound.pages][keep])),
+                    empty_output_mean=_look_mean(empty, bound.pages, keep),
                     noise=None if e is None else e[: bound.pages][keep], look_alpha=bound.nominal_alpha)
     dec = C.decide(d, docs, s, ev)  # the count rule and the bounded test at the settings' alpha
     decisive = dec.verdict in DECISIVE
@@ -197,8 +211,11 @@ def sequential_decide(look: int, looks: list[int], pages: LookPages, settings: d
                 raise InputError(f"noise run for {m!r}: must cover the first {n_pages} pages the comparison has")
     shared = _shared({m: settings[m] for m in arrays})
     seed, n_resamples, min_pages, test = shared.seed, shared.n_resamples, shared.min_pages, shared.test
+    for m, v in (pages.empty or {}).items():
+        if m in arrays and len(v) < n_pages:
+            raise InputError(f"empty output for {m!r}: {len(v)} page scores, but look {look} needs the first {n_pages}")
     data = LookPages(arrays, noise or None, None if pages.documents is None else [str(x) for x in pages.documents],
-                     pages.baseline, pages.same_output)
+                     pages.baseline, pages.same_output, pages.empty)
     if previous is not None:
         # the looks already made must match; later ones may change (a budget that ended early)
         same = (previous.looks[: look - 1] == list(looks[: look - 1]) and previous.n_max == n_max

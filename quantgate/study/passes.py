@@ -16,6 +16,7 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.sequential import SequentialDecision
 from quantgate.schema.study import Study
 from quantgate.study.plan import study_settings
+from quantgate.study.verdicts import empty_output_scores
 
 if TYPE_CHECKING:
     from quantgate.scoring import Output
@@ -25,7 +26,10 @@ Rows = dict[str, ScoreRow]
 
 class SequentialPass:
     """A candidate's accuracy pass for ``serve_variant(batches=...)``: after each batch the candidate's new
-    records are scored, the looks replayed, and the next look's pages named (None once it stops)."""
+    records are scored, the looks replayed, and the next look's pages named (None once it stops). Each look judges
+    the baseline's fitness against what an empty output scores on its pages (``study.verdicts.empty_output_scores``,
+    the rows the score stage writes to ``scores/empty-output.jsonl``), so the pass stops where the study's verdicts
+    and the gate's remake, which read that file, say it stopped."""
 
     def __init__(self, st: Study, plan: Plan, ps: PageSet, run_dir: Path, level: int, base: Rows, noise: Rows | None,
                  on_look: Callable[[SequentialDecision], None] | None = None):
@@ -38,6 +42,7 @@ class SequentialPass:
         self.spending = st.sequential.spending
         self.settings = study_settings(st)  # validated once for the pass, not again at every look
         self.metrics = parse_metric_list(st.metrics)
+        self.empty = {r.page_id: r for r in empty_output_scores(ps, self.metrics, st.split, plan.order)}
         self.record: SequentialStop | None = None
         self.decision: SequentialDecision | None = None
         self._rows: dict[tuple[str, Output], ScoreRow] = {}
@@ -57,7 +62,7 @@ class SequentialPass:
         return {p: self._rows[(p, t)] for p, t in preds.items() if (p, t) in self._rows}
 
     def next(self) -> list[str] | None:
-        dec, nxt = replay(self.settings, self.spending, self.plan, (self.base, self._cand(), self.noise))
+        dec, nxt = replay(self.settings, self.spending, self.plan, (self.base, self._cand(), self.noise), self.empty)
         if dec is not None and (self.decision is None or dec.look != self.decision.look) and self.on_look:
             self.on_look(dec)
         self.decision = dec

@@ -152,10 +152,12 @@ def _tag_pairings(st: Study, settings_of: Settings, read: ReadScores, sides: tup
 
 
 def _sequential_family(st: Study, settings: Settings, read: ReadScores, pages_file: Path | None,
-                       decisions: dict[str, SequentialDecision] | None, lm: list[LmEvalVerdict]) -> list:
+                       decisions: dict[str, SequentialDecision] | None, lm: list[LmEvalVerdict],
+                       empty: Rows | None = None) -> list:
     """A sequential study's whole family (its page verdicts, then ``lm``, Holm-adjusted) from one call into the judge
     (``judge.replay.replay_family``), each candidate's decision put into ``decisions``. Its rows keep their looks: no
-    tag rows and no truth-free remake (``study.judged``) for this design."""
+    tag rows and no truth-free remake (``study.judged``) for this design. ``empty``: the rows of :data:`EMPTY_SCORES`
+    (every look's baseline fitness, as the pass judged it while serving: ``study.passes``)."""
     if st.sequential is None:
         raise InputError("the study has no sequential block")
     if pages_file is None:
@@ -168,7 +170,7 @@ def _sequential_family(st: Study, settings: Settings, read: ReadScores, pages_fi
     layouts = {v.name: layout_note(st, v, None) for v in st.variants if v.name != st.baseline}
     plan = study_plan(st, pages_file)
     candidates = [Candidate(n, (base, read(score_file(n, c0)), noise), layouts[n]) for n in names]
-    state, family = replay_family(settings, st.sequential.spending, plan, candidates, lm)
+    state, family = replay_family(settings, st.sequential.spending, plan, candidates, lm, empty)
     for n in names:
         dec, nxt = state[n]
         if nxt is not None or dec is None:
@@ -194,7 +196,7 @@ def study_verdicts(st: Study, out: Path, read: ReadScores | None = None, pages_f
     empty = read(EMPTY_SCORES) if (Path(out) / EMPTY_SCORES).is_file() else None
     settings = study_settings(st)  # each metric's record validated once, for every verdict below
     if st.sequential is not None:
-        family = _sequential_family(st, settings, read, pages_file, decisions, lm)
+        family = _sequential_family(st, settings, read, pages_file, decisions, lm, empty)
     else:
         pairings = page_pairings(st, settings, read, pages_file, empty)
         free = truth_free_inputs(st, settings, Path(out), pages_file)  # a tag's rows keep their scored verdicts
