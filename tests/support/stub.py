@@ -8,7 +8,8 @@ malformed chunks, non-OpenAI JSON). Not a backend: it never looks at the image.
 ``--answers``: a page set; each request is answered with the ground truth of the page whose image it
 carries (by sha256 of the image bytes), and ``--corrupt`` of the pages (chosen by a hash of the page)
 lose the second half of their words — a stand-in "candidate" with a known regression, for study tests;
-``--corrupt-tag``: so do the pages carrying that page tag (a regression on one tag value's pages only).
+``--corrupt-tag``: so do the pages carrying that page tag (a regression on one tag value's pages only);
+``--blank``: every page is answered with nothing.
 """
 
 from __future__ import annotations
@@ -122,8 +123,12 @@ def main() -> None:
     ap.add_argument("--corrupt", type=float, default=0.0, help="with --answers: the share of pages answered badly")
     ap.add_argument("--corrupt-tag", help="with --answers: the pages with this tag are answered badly")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    ap.add_argument("--blank", action="store_true", help="with --answers: answer every page with nothing (a model "
+                    "that reads nothing, for the baseline-fitness tests)")
     a = ap.parse_args()
     answers = _page_answers(a.answers, a.corrupt, a.corrupt_tag) if a.answers else None
+    if answers and a.blank:
+        answers = dict.fromkeys(answers, "")
     uvicorn.run(make_app(a.fault, a.every, answers=answers, delay=a.delay), host=a.host, port=a.port,
                 log_level="warning", access_log=False)
 
