@@ -143,7 +143,7 @@ def test_unstripped_tables_are_stripped_first_as_upstream(pair: tuple[str, str])
     assert ours_trm(expected, actual, pairing) == upstream_trm(expected, actual, pairing)
 
 
-def _demo_pages() -> list[tuple[str, str]]:
+def demo_pages() -> list[tuple[str, str]]:
     pages = []
     for truth in sorted(omni.DEMO_TRUTH_MD.glob("*.md")):
         prediction = omni.DEMO_PREDICTIONS / truth.name
@@ -157,7 +157,7 @@ def _demo_pages() -> list[tuple[str, str]]:
 def test_omnidocbench_demo_tables_score_as_upstream():
     """Each demo page's truth tables against its prediction (upstream's GriTS pairing), and every truth table
     against every predicted table of the demo set, one pair at a time."""
-    pages = _demo_pages()
+    pages = demo_pages()
     assert len(pages) >= 8
     values = [assert_same(truth, prediction) for truth, prediction in pages]
     assert any(v is not None and 0 < v < 1 for v in values)  # real disagreements, not only the easy ends
