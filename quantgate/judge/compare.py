@@ -264,9 +264,11 @@ class TruthFree:
     labeled: tuple[Rows, Rows] | None
 
 
-def truth_free_outputs(tf: TruthFree, settings: VerdictSettings) -> Verdict:
-    """The truth-free verdict on ``settings.metric`` from :class:`TruthFree`'s pages."""
-    labeled = None if tf.labeled is None else compare_scores(*tf.labeled, settings, names=Names("baseline", "candidate"))
+def truth_free_outputs(tf: TruthFree, settings: VerdictSettings, empty: Rows | None = None) -> Verdict:
+    """The truth-free verdict on ``settings.metric`` from :class:`TruthFree`'s pages. ``empty``: what an empty output
+    scores on the pages with truth, the mark the baseline must beat there (as in ``compare_scores``)."""
+    labeled = None if tf.labeled is None else compare_scores(*tf.labeled, settings, names=Names("baseline", "candidate"),
+                                                             empty=empty)
     try:
         return truth_free_verdict(tf.pages, settings, labeled)
     except ValueError as err:
@@ -298,7 +300,7 @@ def _pairing_row(p: Pairing) -> VariantVerdict:
         # made even where the truth-free verdict stands: it checks the score files against each other
         verdict = compare_scores(base, cand, p.settings, noise=noise, names=p.names, empty=p.empty)
     if p.truth_free is not None:
-        verdict = truth_free_outputs(p.truth_free, p.settings)
+        verdict = truth_free_outputs(p.truth_free, p.settings, p.empty)
     tag = {} if p.tag is None else {"tag": p.tag}
     return VariantVerdict(variant=p.variant, **tag, **verdict.model_dump()).marked(*p.layout)
 

@@ -75,8 +75,11 @@ def _score_rows(texts: Texts, truth: Texts, documents: Mapping[str, str], metric
 def outputs_verdict(texts: OutputTexts, truth: Texts, documents: Mapping[str, str], at_random: set[str],
                     settings: VerdictSettings) -> Verdict:
     """The verdict on ``settings.metric`` from checked inputs (``compare_outputs`` checks them; the study's are
-    its own records). ``at_random``: pages of the recorded random draw, every one with truth."""
-    return truth_free_outputs(output_pages(texts, truth, documents, at_random, settings.metric), settings)
+    its own records). ``at_random``: pages of the recorded random draw, every one with truth. The baseline's fitness
+    on the pages with truth is judged against what an empty output scores there, scored as every page's output is
+    (``score_one``; the study reads the same rows from its ``scores/empty-output.jsonl``)."""
+    empty = _score_rows(dict.fromkeys(truth, ""), truth, documents, settings.metric)
+    return truth_free_outputs(output_pages(texts, truth, documents, at_random, settings.metric), settings, empty)
 
 
 def output_pages(texts: OutputTexts, truth: Texts, documents: Mapping[str, str], at_random: set[str],

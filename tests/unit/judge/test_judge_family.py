@@ -43,7 +43,8 @@ def test_one_call_gives_the_rows_the_truth_free_verdicts_and_the_family_the_step
 
     steps = [VariantVerdict(variant="same", **compare_scores(base, same, SETTINGS, noise=noise, names=names,
                                                              empty=empty).model_dump()),
-             VariantVerdict(variant="bad", **truth_free_outputs(free, SETTINGS).model_dump()).marked(*note),
+             # the truth-free row judges the baseline on the pages with truth against the same empty output
+             VariantVerdict(variant="bad", **truth_free_outputs(free, SETTINGS, empty).model_dump()).marked(*note),
              VariantVerdict(variant="bad", tag="font:a", **too_few_to_judge(
                  {i: base[i] for i in few}, {i: bad[i] for i in few}, SETTINGS).model_dump()).marked(*note)]
     assert family == adjust_family([*steps, *others])
