@@ -1,19 +1,22 @@
-"""The report's "Metric families" section: for each benchmark family among the study's metrics (OmniDocBench v1.5,
-ParseBench, olmOCR-bench's checks) its verdict rows together under the family's name, and beside them each
-variant's whole-set headline as that benchmark's own leaderboard prints it, so a reviewer who works in the
+"""The report's "Metric families" section: for each benchmark family among the study's metrics (OmniDocBench v1.5
+and v1.0, ParseBench, olmOCR-bench's checks) its verdict rows together under the family's name, and beside them
+each variant's whole-set headline as that benchmark's own leaderboard prints it, so a reviewer who works in the
 benchmark's terms reads its numbers next to the paired verdicts.
 
 The headlines are computed here, at report time, from the score files the gate binds (``summary.inputs.files``:
-each is re-hashed and a file that no longer matches is named, not read), not recorded in summary.json. Every
-headline that is a mean over pages is exact from the score rows; two need per-unit details the rows do not keep,
-and say so where they are printed: OmniDocBench's table TEDS (upstream averages over tables, a row holds its page's
-mean over its tables: the two agree when each page has one table) and ParseBench's per-rule-type pass rates
-(``quantgate score --metrics parsebench`` prints them from the outputs). OmniDocBench v1.5's Overall needs formula
-CDM, which quantgate does not compute: it is labelled not computed, never filled in with the edit distance."""
+each is re-hashed and a file that no longer matches is named, not read), not recorded in summary.json. A headline
+that is a mean over pages is the mean of the rows' values. One that averages over other units takes the per-unit
+numbers each row keeps (``ScoreRow.units``, written by ``scoring.units``): OmniDocBench's table TEDS pools the pages'
+TEDS sums over their tables, and ParseBench's leaderboard numbers (each dimension, each rule type) are read off the
+rows' units whatever dimensions the scorer has, so a dimension added there shows here with no change. A score file
+written before rows kept units gives table TEDS as the mean of the pages' values and no rule-type pass rates, and
+says so where it is printed. OmniDocBench v1.5's Overall needs formula CDM, which quantgate does not compute: it is
+labelled not computed, never filled in with the edit distance."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import fsum
 from pathlib import Path
 from statistics import fmean
 
@@ -26,50 +29,70 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.summary import SUMMARY, Summary, load_summary
 
 OVERALL = "Overall: not computed (needs formula CDM, which quantgate does not run)"
-TEDS_NOTE = ("mean of the pages' TEDS; upstream averages over tables (equal when each page has one), and a score row "
-             "keeps its page's mean")
-RULES_NOTE = ("each rule type's pass rate needs each rule's result, which score rows do not keep: `quantgate score "
-              "--metrics parsebench` on a variant's outputs prints them")
+POOLED = "mean over all tables, as upstream"
+TEDS_NOTE = ("mean of the pages' TEDS; upstream averages over tables (equal when each page has one): {} scored "
+             "before score rows kept each page's tables")
+RULES_NOTE = ("{}: scored before score rows kept each rule type's result, so no rule-type pass rates; `quantgate "
+              "score --metrics parsebench` on its outputs prints them")
+
+
+@dataclass(frozen=True)
+class Head:
+    """A headline the family declares: the metric whose values it averages, its name in upstream's words, a note
+    on how it is computed (None: as upstream), and whether it averages over units other than pages (``per_unit``:
+    pooled from the rows' units under the metric's name)."""
+    metric: str
+    name: str
+    note: str | None = None
+    per_unit: bool = False
 
 
 @dataclass(frozen=True)
 class Family:
     """A benchmark family as the report shows it: its title, the registry's family name (``MetricSpec.family``;
-    olmOCR-bench's ``checks`` has none, so it is named), and its headline rows in upstream's order and words:
-    (metric, the headline's name, a note on how it is computed or None)."""
+    olmOCR-bench's ``checks`` has none, so it is named), its declared headlines in upstream's order and words, and
+    notes printed under it. Every other headline the rows' units carry for the family follows the declared ones."""
     title: str
     family: str | None
-    headlines: tuple[tuple[str, str, str | None], ...]
+    headlines: tuple[Head, ...]
     footer: tuple[str, ...] = ()
+    # what to say under the family for variants whose score file keeps no units ({} : their names)
+    without_units: str | None = None
 
     def metrics(self, study_metrics: list[str]) -> list[str]:
         return [m for m in study_metrics if m in METRICS and (
-            METRICS[m].family == self.family if self.family else m in (h[0] for h in self.headlines))]
+            METRICS[m].family == self.family if self.family else m in (h.metric for h in self.headlines))]
 
 
-# Upstream's names: OmniDocBench v1.5's end-to-end table (text block, display formula, table, reading order; edit
+# Upstream's names: OmniDocBench's end-to-end table (text block, display formula, table, reading order; edit
 # distances are ALL_page_avg), ParseBench's runner (``avg_<page metric>``, scoring.parsebench.leaderboard's
-# DIMENSIONS), olmOCR-bench's pass rate.
+# DIMENSIONS, kept with the rows' units), olmOCR-bench's pass rate.
 FAMILIES = (
     Family("OmniDocBench v1.5", "omnidoc15", (
-        ("omnidoc15_text_edit", "text edit distance", None),
-        ("omnidoc15_formula_edit", "formula edit distance", "the edit-distance fallback, not CDM"),
-        ("omnidoc15_table_teds", "table TEDS", TEDS_NOTE),
-        ("omnidoc15_reading_order", "reading order edit distance", None)), (OVERALL,)),
+        Head("omnidoc15_text_edit", "text edit distance"),
+        Head("omnidoc15_formula_edit", "formula edit distance", "the edit-distance fallback, not CDM"),
+        Head("omnidoc15_table_teds", "table TEDS", POOLED, per_unit=True),
+        Head("omnidoc15_reading_order", "reading order edit distance")), (OVERALL,)),
+    Family("OmniDocBench v1.0", "omnidoc", (
+        Head("omnidoc_text_edit", "text edit distance"),
+        Head("omnidoc_formula_edit", "formula edit distance"),
+        Head("omnidoc_table_teds", "table TEDS", POOLED, per_unit=True),
+        Head("omnidoc_table_edit", "table edit distance"),
+        Head("omnidoc_reading_order_edit", "reading order edit distance"))),
     Family("ParseBench", "parsebench", (
-        ("parsebench_content", "content_faithfulness", None),
-        ("parsebench_formatting", "semantic_formatting", None),
-        ("parsebench_charts", "rule_chart_data_point_pass_rate", None)), (RULES_NOTE,)),
-    Family("olmOCR-bench", None, (("checks", "pass rate", "mean of the pages' check pass rates"),)),
+        Head("parsebench_content", "content_faithfulness"),
+        Head("parsebench_formatting", "semantic_formatting"),
+        Head("parsebench_charts", "rule_chart_data_point_pass_rate")), without_units=RULES_NOTE),
+    Family("olmOCR-bench", None, (Head("checks", "pass rate", "mean of the pages' check pass rates"),)),
 )
 
 
 @dataclass(frozen=True)
 class Headline:
     name: str
-    metric: str
+    metric: str | None  # None: a headline only the rows' units name
     note: str | None
-    values: dict[str, tuple[float | None, int]]  # variant → (mean over the pages that have a value, those pages)
+    values: dict[str, tuple[float | None, int]]  # variant → (its value, the pages it is over)
 
 
 def headline(rows: dict[str, ScoreRow], metric: str) -> tuple[float | None, int]:
@@ -77,6 +100,52 @@ def headline(rows: dict[str, ScoreRow], metric: str) -> tuple[float | None, int]
     as its worst value, by scoring; a null is a page the metric does not apply to)."""
     values = [v for r in rows.values() if (v := r.value(metric)) is not None]
     return (fmean(values) if values else None), len(values)
+
+
+def keeps_units(rows: dict[str, ScoreRow], family: str | None) -> bool:
+    """Whether the score file was written by a version that keeps the family's units: the scorer keys the family
+    on every page it scores it on, so a file with no row keyed is older (or never scored the family)."""
+    return family is not None and any(family in r.units for r in rows.values())
+
+
+def pooled(rows: dict[str, ScoreRow], family: str, key: str) -> tuple[float | None, int]:
+    """A per-unit headline over the set: Σ the pages' sums / Σ their units, over the pages that keep it."""
+    pairs = [pair for r in rows.values() if (pair := r.units.get(family, {}).get(key)) is not None]
+    units = fsum(n for _, n in pairs)
+    # fsum, as statistics.fmean sums: a per-page number (one unit each) gives fmean's value to the last bit
+    return (fsum(s for s, _ in pairs) / units if units else None), len(pairs)
+
+
+def _unit_keys(scores: dict[str, dict[str, ScoreRow]], family: str) -> list[str]:
+    """Every headline the rows' units carry for the family, in the order the scorer writes them, except that
+    upstream's per-rule numbers (``rule_<type>_pass_rate``) follow every other: a page keys only what it has."""
+    seen = list(dict.fromkeys(k for rows in scores.values() for r in rows.values() for k in r.units.get(family, {})))
+    return sorted(seen, key=lambda k: k.startswith("rule_"))  # stable: first-seen order within each group
+
+
+def family_headlines(fam: Family, ms: list[str], scores: dict[str, dict[str, ScoreRow]]
+                     ) -> tuple[list[Headline], list[str]]:
+    """The family's headlines per variant, and notes on the variants whose score file keeps no units."""
+    # a file older than units: the family scored on some page (a value of one of its metrics), none keyed
+    old = [v for v, rows in scores.items() if fam.family is not None and not keeps_units(rows, fam.family)
+           and any(r.value(m) is not None for r in rows.values() for m in ms)]
+    heads = []
+    for h in fam.headlines:
+        if h.metric not in ms:
+            continue
+        if not h.per_unit or fam.family is None:
+            heads.append(Headline(h.name, h.metric, h.note, {v: headline(rows, h.metric) for v, rows in scores.items()}))
+            continue
+        values = {v: pooled(rows, fam.family, h.metric) if v not in old else headline(rows, h.metric)
+                  for v, rows in scores.items()}
+        heads.append(Headline(h.name, h.metric, TEDS_NOTE.format(", ".join(old)) if old else h.note, values))
+    declared = {h.name for h in fam.headlines} | {h.metric for h in fam.headlines}
+    for key in _unit_keys(scores, fam.family) if fam.family else []:
+        if key not in declared:
+            heads.append(Headline(key, None, None, {v: pooled(rows, fam.family, key) for v, rows in scores.items()
+                                                    if v not in old}))
+    notes = [fam.without_units.format(", ".join(old))] if old and fam.without_units else []
+    return heads, notes
 
 
 def score_path(r: Summary, variant: str) -> str:
@@ -122,9 +191,8 @@ def family_views(out: Path, r: Summary) -> list[FamilyView]:
     scores, problems = bound_scores(out, r)
     views = []
     for fam, ms in present:
-        heads = [Headline(name, m, note, {v: headline(rows, m) for v, rows in scores.items()})
-                 for m, name, note in fam.headlines if m in ms]
-        views.append(FamilyView(fam, ms, [v for v in r.verdicts if v.metric in ms], heads, problems))
+        heads, notes = family_headlines(fam, ms, scores)
+        views.append(FamilyView(fam, ms, [v for v in r.verdicts if v.metric in ms], heads, [*notes, *problems]))
     return views
 
 

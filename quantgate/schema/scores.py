@@ -11,8 +11,29 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from quantgate.schema.base import FieldError, Record
 
-RESERVED = ("page_id", "empty", "error", "output_sha256", "document", "truncated", "repeats")
+RESERVED = ("page_id", "empty", "error", "output_sha256", "document", "truncated", "repeats", "units")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# family (``MetricSpec.family``) → whole-set headline (as ``quantgate score`` names it) → (the page's sum over its
+# units, how many units): what a benchmark's headline averages over units other than pages needs from each page
+# (OmniDocBench's table TEDS: the page's TEDS sum and its tables; a ParseBench rule type's pass rate: the page's
+# mean over its rules of the type, one unit). The headline over a set is Σ sum / Σ units (``pooled``).
+Units = dict[str, dict[str, tuple[float, float]]]
+
+
+def _units_problem(units: object) -> str | None:
+    """Why ``units`` is not a :data:`Units` mapping, or None."""
+    if not isinstance(units, dict):
+        return f"units = {units!r} is not a mapping of family -> headline -> [sum, units]"
+    for family, heads in units.items():
+        if not isinstance(family, str) or not family or not isinstance(heads, dict):
+            return f"units[{family!r}] is not a mapping of headline -> [sum, units]"
+        for name, pair in heads.items():
+            ok = isinstance(name, str) and name and isinstance(pair, (list, tuple)) and len(pair) == 2 and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in pair)
+            if not ok or pair[1] <= 0 or pair[0] < 0:
+                return (f"units[{family!r}][{name!r}] = {pair!r} is not [sum, units] (two finite numbers, the sum "
+                        ">= 0, the units > 0)")
+    return None
 
 
 class ScoreRow(BaseModel):
@@ -35,6 +56,9 @@ class ScoreRow(BaseModel):
     # outputs of the page scored, each metric their mean (several runs of one system, olmOCR-bench's
     # <pdf>_pg<N>_repeat<K>.md); absent (1) in files scored before quantgate kept repeats
     repeats: int = Field(1, ge=1)
+    # the per-unit numbers of the whole-set headlines that are not means over pages (:data:`Units`); absent (empty)
+    # in files scored before quantgate kept them, which the report says it can only approximate
+    units: Units = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -56,6 +80,8 @@ class ScoreRow(BaseModel):
             raise FieldError((), f"repeats = {rep!r} is not a whole number >= 1 (the outputs scored for the page)")
         if not isinstance(obj.get("truncated", False), bool):
             raise FieldError((), f"truncated = {obj['truncated']!r} is not true or false")
+        if (why := _units_problem(obj.get("units", {}))) is not None:
+            raise FieldError((), why)
         for k, v in obj.items():
             if k in RESERVED or v is None:
                 continue
@@ -79,7 +105,8 @@ class ScoreRow(BaseModel):
         return "output_sha256" in self.model_fields_set
 
     def line(self) -> dict[str, Any]:
-        """The row as its line holds it: ``document``, ``truncated`` and ``error`` only when set, the metrics last."""
+        """The row as its line holds it: ``document``, ``truncated``, ``error`` and ``units`` only when set, the
+        metrics last (a row without units is the line older versions wrote)."""
         head: dict[str, Any] = {"page_id": self.page_id, "empty": self.empty}
         if self.has_output_hash:
             head["output_sha256"] = self.output_sha256
@@ -91,6 +118,8 @@ class ScoreRow(BaseModel):
             head["truncated"] = True
         if self.repeats > 1:
             head["repeats"] = self.repeats
+        if self.units:
+            head["units"] = {f: {k: list(v) for k, v in heads.items()} for f, heads in self.units.items()}
         return head | self.metrics
 
 

@@ -17,6 +17,7 @@ from quantgate.schema.run import RequestRecord
 from quantgate.schema.scores import ScoreRow
 from quantgate.scoring.metrics import Metric, score_one
 from quantgate.scoring.predictions import Repeats, prediction_files, read_prediction
+from quantgate.scoring.units import page_units, repeats_units
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ def _repeats_row(p, reps: Repeats, metrics: list[Metric], truth, omnidoc) -> Sco
         vals = [v for v in (score_one(m, t, truth, p.checks, omnidoc, p.parsebench) for t in reps.texts) if v is not None]
         values[m.name] = sum(vals) / len(vals) if vals else None
     digest = hashlib.sha256("".join(hashlib.sha256(t.encode("utf-8")).hexdigest() for t in reps.texts).encode())
+    units = repeats_units(page_units(metrics, t, omnidoc, p.parsebench) for t in reps.texts)
     return ScoreRow(page_id=p.id, document=p.document, empty=not any(t.strip() for t in reps.texts),
-                    output_sha256=digest.hexdigest(), repeats=len(reps.texts), **values)
+                    output_sha256=digest.hexdigest(), repeats=len(reps.texts), units=units, **values)
 
 
 def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metric], split: str | None = None,
@@ -114,6 +116,7 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
         omnidoc = ps.omnidoc_truth_text(p) if any(m.needs == "omnidoc" for m in metrics) else None
         if p.id not in preds:
             row = ScoreRow(page_id=p.id, document=p.document, empty=True, error="missing", output_sha256=None,
+                           units=page_units(metrics, None, omnidoc, p.parsebench),
                            **{m.name: score_one(m, None, truth, p.checks, omnidoc, p.parsebench) for m in metrics})
         elif isinstance(pred := preds[p.id], Repeats):
             row = _repeats_row(p, pred, metrics, truth, omnidoc)
@@ -123,6 +126,8 @@ def score_pages(ps: PageSet, preds: Mapping[str, Prediction], metrics: list[Metr
             text = out.text
             row = ScoreRow(page_id=p.id, document=p.document, empty=error is None and not (text or "").strip(),
                            error=error, truncated=out.truncated,
+                           # a failed request is not the model's output: no metric values, no units
+                           units={} if error else page_units(metrics, text, omnidoc, p.parsebench),
                            # what compare --exact compares: the text itself, not its score
                            output_sha256=None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest(),
                            **{m.name: None if error else score_one(m, text, truth, p.checks, omnidoc, p.parsebench) for m in metrics})
