@@ -36,13 +36,13 @@ def _parsebench(rules: list[dict], text: str | None, names: set[str]) -> dict[st
     from quantgate.scoring.parsebench.dataset import typed_rules
     from quantgate.scoring.parsebench.leaderboard import DIMENSIONS, leaderboard
 
-    board = leaderboard([(rules, text)])
     wanted = {family: name for family, (name, metric, *_) in DIMENSIONS.items() if metric in names}
-    kinds = {r.type for family in wanted for r in typed_rules(rules, family)}
+    # only the scored dimensions' rules are run (a dimension reads only its own rules, so none of its numbers moves)
+    board = leaderboard([([r for r in rules if any(typed_rules([r], f) for f in wanted)], text)])
     heads = {name: (v, 1) for name in wanted.values() if (v := board.headlines.get(name)) is not None}
     # the chart dimension's headline is its one rule type's pass rate: kept once, as the leaderboard prints it
     return heads | {f"rule_{kind}_pass_rate": (v, 1) for kind, v in board.rule_pass_rates.items()
-                    if kind in kinds and f"rule_{kind}_pass_rate" not in heads}
+                    if f"rule_{kind}_pass_rate" not in heads}
 
 
 def page_units(metrics: Sequence[Metric], text: str | None, omnidoc_truth: str | None,
