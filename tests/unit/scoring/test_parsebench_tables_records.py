@@ -62,6 +62,7 @@ def assert_same(md_expected: str, md_actual: str, max_top: int = 1, pairing=None
 T = "<table>{}</table>"
 HEAD = "<tr><th>Name</th><th>Revenue</th><th>Share (%)</th></tr>"
 ROWS = "<tr><td>North</td><td>1,234</td><td>45 %</td></tr><tr><td>South</td><td>(1,000)</td><td>n/a</td></tr>"
+SECTION = "<tr><th>A</th><th>B</th></tr><tr><th>Europe</th><td>Europe</td></tr><tr><td>1</td><td>2</td></tr>"
 HAND = [
     (T.format(HEAD + ROWS), T.format(HEAD + ROWS), 1.0),  # identical
     # numbers re-formatted: thousands separators, spaces before %, empty sentinels
@@ -89,6 +90,23 @@ HAND = [
               "<tr><td>1</td><td>2</td></tr>"),
      T.format('<tr><th>Months of Development 3</th><th>Months of Development 6</th></tr>'
               "<tr><td>1</td><td>2</td></tr>"), None),
+    # the truth kept a second title as a header level (one title stripped at most), the prediction stripped it
+    (T.format('<tr><th colspan="2">Survey</th></tr><tr><th colspan="2">Months of Development</th></tr>'
+              "<tr><th>3</th><th>6</th></tr><tr><td>1</td><td>2</td></tr>"),
+     T.format('<tr><th colspan="2">Months of Development</th></tr><tr><th>3</th><th>6</th></tr>'
+              "<tr><td>1</td><td>2</td></tr>"), 1.0),
+    # a row under the header whose <th> and <td> say one thing: promoted to a header level on the truth side,
+    # then on the prediction side
+    (T.format(SECTION), T.format("<tr><th>A Europe</th><th>B</th></tr><tr><td>1</td><td>2</td></tr>"), 1.0),
+    (T.format("<tr><th>A Europe</th><th>B</th></tr><tr><td>1</td><td>2</td></tr>"), T.format(SECTION), 1.0),
+    # a prediction with a header and no records, and one whose only row is an empty header
+    (T.format(HEAD + ROWS), T.format(HEAD), 0.0),
+    (T.format(HEAD + ROWS), T.format("<tr><th></th><th></th></tr>"), 0.0),
+    # a truth table with a header and no records
+    (T.format(HEAD), T.format(HEAD + ROWS), 0.0),
+    # empty tables on either side
+    (T.format(HEAD + ROWS), T.format(""), 0.0),
+    (T.format(""), T.format(HEAD + ROWS), 0.0),
     # no column matches at all
     (T.format(HEAD + ROWS), T.format("<tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr>"), 0.0),
     # no predicted table

@@ -60,6 +60,15 @@ def test_two_side_by_side_tables_merged_into_one_are_split_back():
     (_table(["A"], [["1"]]) * 2, _table(["A", "A", "A", "A"], [["1", "2", "3", "4"]])),
     # a title row above the repeating header
     (_table(["A", "B"], [["1", "2"]]) * 2, _table(["A", "B", "A", "B"], [["1", "2", "3", "4"]], title="Results")),
+    # the only split overshoots the truth's table count more than no split misses it
+    (_table(["A"], [["1"]]) * 2, _table(["A"] * 5, [["1", "2", "3", "4", "5"]])),
+    # too many combinations of splittable tables to try: left whole
+    (_table(["A"], [["1"]]) * 6, (_table(["A"] * 12, [[str(i) for i in range(12)]]) + "\n\n") * 4),
+    # a segment with no text at all below the header
+    (_table(["A"], [["1"]]) * 2, _table(["A", "A"], [["1", ""]])),
+    (_table(["A"], [["1"]]) * 2, "<table><thead><tr><td></td><td></td></tr></thead><tr><td></td><td></td></tr></table>"),
+    # empty predicted tables
+    (_table(["A"], [["1"]]) * 3, "<table></table><table><tr></tr></table>"),
     # no predicted table
     (_table(["A"], [["1"]]), "nothing"),
 ])

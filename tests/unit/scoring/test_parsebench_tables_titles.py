@@ -183,6 +183,11 @@ HAND = [
     # a rowspanning title: one slot of the cap
     '<table><tr><th colspan="2" rowspan="2">Title</th></tr><tr></tr><tr><th>A</th><th>B</th></tr>'
     "<tr><td>1</td><td>2</td></tr></table>",
+    # a rowspanning title inside <thead>: the row its span fills is stripped with it
+    '<table><thead><tr><th colspan="2" rowspan="2">Title</th></tr><tr></tr><tr><th>A</th><th>B</th></tr></thead>'
+    "<tr><td>1</td><td>2</td></tr></table>",
+    # a <thead> row of <td> cells
+    "<table><thead><tr><td>A</td><td>B</td></tr></thead><tr><td>1</td><td>2</td></tr></table>",
     # leading empty rows before the header
     "<table><tr><td></td><td></td></tr><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr></table>",
     # a one-column table: no <td> title
