@@ -104,7 +104,7 @@ def cmd_score(a: argparse.Namespace) -> int:
     from quantgate.io.pageset import load_pageset
     from quantgate.io.scores import write_scores
     from quantgate.judge.describe import summarize
-    from quantgate.scoring import load_predictions, not_scored, parse_metric_list, score_pages
+    from quantgate.scoring import get_metric, load_predictions, not_scored, parse_metric_list, score_pages
 
     ps = load_pageset(a.pages)
     metrics = parse_metric_list(a.metrics)
@@ -129,11 +129,14 @@ def cmd_score(a: argparse.Namespace) -> int:
         omnidoc15 = v15.set_scores(texts, truths) if "omnidoc15" in families else None
     empty_bar = None
     if any(m.name == "checks" for m in metrics):
-        from quantgate.scoring.olmocr_checks import empty_output_mean
+        from quantgate.judge.compare import empty_output_mean
+        from quantgate.study.verdicts import empty_output_scores
 
-        # what an output that reads nothing scores on the pages scored here: the bar a baseline must clear
-        scored = {r.page_id for r in rows if r.value("checks") is not None}
-        empty_bar = empty_output_mean(p.checks for p in pages if p.id in scored)
+        # what an output that reads nothing scores on the pages scored here: the bar a baseline must clear, from the
+        # rows and the mean a study's and `compare --pages`'s fitness rule take (one rule, one place)
+        scored = sorted(r.page_id for r in rows if r.value("checks") is not None)
+        nothing = {r.page_id: r for r in empty_output_scores(ps, [get_metric("checks")], a.split, scored)}
+        empty_bar = empty_output_mean(nothing, scored, "checks", clip=False) if scored else None
     board = None
     if "parsebench" in families:
         from quantgate.scoring.parsebench.leaderboard import leaderboard
@@ -232,7 +235,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
     print(f"  {v.message}")
     if v.documents is not None:
         score = "not measured (no truth)" if v.baseline_score is None else f"{v.baseline_score:.4f}"
-        print(f"  baseline score {score} (floor {v.baseline_floor if v.baseline_floor is not None else '–'}), "
+        # the baseline must beat its floor and what an empty output scores on the same pages (baseline_unfit)
+        nothing = "" if v.empty_output_mean is None else f", an empty output {v.empty_output_mean:.4f} on the same pages"
+        print(f"  baseline score {score} (floor {v.baseline_floor if v.baseline_floor is not None else '–'}{nothing}), "
               f"{v.documents} documents (largest {v.largest_document} pages), design effect {v.design_effect:.2f}, "
               f"effective n {v.effective_n:.1f}; rare failures need {v.rare_failure_pages} effective pages and "
               f"{v.rare_failure_documents} documents (worst page damage {v.worst_page_damage:g}, "
