@@ -33,7 +33,7 @@ POOLED = "mean over all tables, as upstream"
 TEDS_NOTE = ("mean of the pages' TEDS; upstream averages over tables (equal when each page has one): {} scored "
              "before score rows kept each page's tables")
 RULES_NOTE = ("{}: scored before score rows kept each rule type's result, so no rule-type pass rates; `quantgate "
-              "score --metrics parsebench` on its outputs prints them")
+              "score --metrics parsebench` on the outputs prints them")
 
 
 @dataclass(frozen=True)
