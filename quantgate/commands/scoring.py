@@ -51,8 +51,9 @@ page without one is its own) are resampled together. Default: non-inferiority, o
                 one page in D/MARGIN by D (--worst-page-damage, default the metric's range) is seen
   regression    it is worse by more than MARGIN (the whole interval lies beyond -margin)
   inconclusive  neither: too few pages or documents, rare failures not ruled out, a noise floor
-                above the margin, or a baseline below its floor (baseline_unfit); the verdict says
-                why (reason) and how many pages and documents would pass a candidate
+                above the margin, or a baseline below its floor or no better than an empty
+                output on the same pages (baseline_unfit; with --pages); the verdict says why
+                (reason) and how many pages and documents would pass a candidate
                 --expected-shift worse at 80% power
 The interval is a seeded studentized bootstrap over documents (Hall's skewness-corrected t), each
 end the outer of it and Student-t. --noise (the baseline scored again, e.g. at another concurrency,
@@ -67,7 +68,9 @@ Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or b
     c.add_argument("--pages", type=existing_path, default=None, metavar="PAGESET",
                    help="judge two systems' outputs, not score files: BASELINE and CANDIDATE are run folders or "
                         "folders of <page_id>.md, and the page set gives the truth it has, each page's document and "
-                        "its labeling draw; pages without truth are bounded from the two outputs (docs/statistics.md)")
+                        "its labeling draw; pages without truth are bounded from the two outputs (docs/statistics.md); "
+                        "a metric scored without a truth text (checks, omnidoc*, parsebench*) is scored on the pages "
+                        "both folders cover. Either way the baseline must beat what an empty output scores there")
     c.add_argument("--noise", type=existing_path, help="scores of a second baseline run on the same pages")
     c.add_argument("--margin", type=_margin, default=None,
                    help="declared margin in the metric's units, > 0 (default: the metric's, listed below)")
