@@ -19,7 +19,7 @@ from quantgate.scoring.parsebench.tables import records
 from tests.support import parsebench_ref as P
 from tests.support import upstream_omnidoc as omni
 from tests.support.parsebench_tables_ref import to_ours
-from tests.unit.scoring.test_parsebench_tables_titles import perturbed, render, spec, upstream
+from tests.unit.scoring.test_parsebench_tables_titles import HEADERS, perturbed, render, spec, upstream
 
 pytestmark = pytest.mark.skipif(bool(P.reference_missing_reason()), reason=P.reference_missing_reason() or "")
 
@@ -185,3 +185,21 @@ def test_omnidocbench_demo_tables_score_as_upstream():
     for gt in truths:
         for pred in preds:
             assert ours_trm([gt], [pred], [(0, 0)]) == upstream_trm([gt], [pred], [(0, 0)])
+
+
+@st.composite
+def tall_pair(draw) -> tuple[str, str]:
+    """Tall tables of few distinct values: many tied record similarities for the assignment to break alike."""
+    width, height = draw(st.integers(2, 5)), draw(st.integers(15, 40))
+    pool = st.sampled_from(["1", "2", "1,000", "", "-", "n/a", "x"])
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h in HEADERS[:width]) + "</tr>"
+
+    def body(n: int) -> str:
+        return "".join("<tr>" + "".join(f"<td>{draw(pool)}</td>" for _ in range(width)) + "</tr>" for _ in range(n))
+    return T.format(head + body(height)), T.format(head + body(height + draw(st.integers(-5, 5))))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pair=tall_pair())
+def test_tall_tables_with_tied_records_score_as_upstream(pair: tuple[str, str]):
+    assert_same(*pair, pairing=[(0, 0)])

@@ -1,6 +1,6 @@
 """TableRecordMatch's cell normalization, as upstream's ``table_record_match_metric`` applies it before it builds
-records (``normalize_table``, ``_normalize_trm_cell_text``, ``cell_score``): written by hand because no package
-implements ParseBench's rules. Title stripping runs its detectors on a table normalized this way, so the two
+records (``normalize_table``, ``_normalize_trm_cell_text``, ``_is_empty_or_nan``): written by hand because no
+package implements ParseBench's rules. Title stripping runs its detectors on a table normalized this way, so the two
 steps decide on the same text."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from quantgate.scoring.parsebench.tables.data import TableData
 from quantgate.scoring.parsebench.text import normalize
 
-# Cells that mean "no value": two of them are equal, one against real content scores 0.
+# Cells that mean "no value": two of them agree, one against real content disagrees.
 EMPTY_SENTINELS = frozenset({"", "nan", "NaN", "NAN", "none", "None", "-", "—", "n/a", "N/A"})
 
 # Upstream keeps sub/superscript content in tables (H₂O, x²) where prose normalization drops it, so the parsed
@@ -54,13 +54,6 @@ def cell_text(text: str) -> str:
 
 def is_empty_or_nan(value: str) -> bool:
     return str(value).strip() in EMPTY_SENTINELS
-
-
-def cell_score(expected: str, actual: str) -> float:
-    """1 for the same normalized value (two empties are the same), else 0: the record match grades cells exactly."""
-    if is_empty_or_nan(expected) or is_empty_or_nan(actual):
-        return 1.0 if is_empty_or_nan(expected) and is_empty_or_nan(actual) else 0.0
-    return 1.0 if expected == actual else 0.0
 
 
 def normalize_table(td: TableData) -> TableData:
