@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quantgate.scoring.parsebench.tables import records, titles
+from quantgate.scoring.parsebench.tables import parse, records, titles
 from tests.support import parsebench_ref as P
 
-pytestmark = pytest.mark.skipif(bool(P.reference_missing_reason()), reason=P.reference_missing_reason() or "")
+oracle = pytest.mark.skipif(bool(P.reference_missing_reason()), reason=P.reference_missing_reason() or "")
 
 HEADERS = ["Year", "Revenue", "Net income", "Q1", "Q2", "Total", "Region", "Share (%)", "2021", "2022", "Units",
            "Revenue ($)", "Group A - B", "", "n/a", "Name"]
@@ -201,6 +201,7 @@ HAND = [
 ]
 
 
+@oracle
 @pytest.mark.parametrize("max_top", [0, 1, 2])
 @pytest.mark.parametrize("html", HAND)
 def test_hand_picked_layouts_strip_as_upstream(html: str, max_top: int):
@@ -208,25 +209,27 @@ def test_hand_picked_layouts_strip_as_upstream(html: str, max_top: int):
 
 
 def test_titles_are_removed_and_recorded():
-    """What the step is for, independent of the oracle: the <td> title leaves the grid and is named in the hints;
-    the bottom (in millions) title stays in the grid but is marked a title row."""
-    from tests.support.parsebench_tables_ref import to_ours
-    (up,) = upstream_tables(HAND[0])
-    out = titles.strip_title_rows(to_ours(up))
+    """What the step is for, without the oracle: the <td> title leaves the grid and is named in the hints (unless
+    no top title may go); the bottom (in millions) title stays in the grid but is marked a title row."""
+    (table,) = parse.extract_table_pairs(HAND[0], "").expected
+    out = titles.strip_title_rows(table)
     assert out.table_data.data.shape == (2, 3) and str(out.table_data.data[0, 0]) == "Year"
     assert out.header_hints is not None and out.header_hints.stripped_titles == {"table 3: results"}
-    (up,) = upstream_tables(HAND[1])
-    out = titles.strip_title_rows(to_ours(up))
+    assert titles.strip_title_rows(table, max_top_title_rows=0).table_data.data.shape == (3, 3)
+    (table,) = parse.extract_table_pairs(HAND[1], "").expected
+    out = titles.strip_title_rows(table)
     assert out.table_data.data.shape == (3, 3) and out.header_hints is not None
     assert out.header_hints.th_title_rows == {1} and out.header_hints.col_header_rows == {0, 1}
 
 
+@oracle
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=spec(), max_top=st.sampled_from([0, 1, 1, 2]), malformed=st.booleans())
 def test_generated_tables_strip_as_upstream(s: Spec, max_top: int, malformed: bool):
     assert_same_stripping(render(replace(s, malformed=malformed)), max_top)
 
 
+@oracle
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=spec())
 def test_generated_tables_normalize_as_upstream(s: Spec):
