@@ -26,8 +26,9 @@ def add_import_flags(p: argparse.ArgumentParser, *old_seed: str) -> None:
                    "per check type)")
     p.add_argument("--parsebench", type=existing_path, metavar="FILE.jsonl",
                    help="a ParseBench dimension file (one rule a line, pages by pdf and page): each page's content-"
-                   "faithfulness, semantic-formatting and chart-point rules, scored by parsebench_content, "
-                   "parsebench_formatting and parsebench_charts; other dimensions' lines are left out")
+                   "faithfulness, semantic-formatting and chart-point rules and table truth, scored by "
+                   "parsebench_content, parsebench_formatting, parsebench_charts and parsebench_tables; other "
+                   "dimensions' lines are left out")
     p.add_argument("--calibration-fraction", type=unit_interval, default=0.2,
                    help="share of documents for calibration, in [0, 1]: the split is by document (a seeded hash of "
                    "it), so no document is in both; 1 puts every page in calibration (default 0.2)")

@@ -197,6 +197,12 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in (
                doc="ParseBench chart data points as upstream scores a page: the pass rate of its chart_data_point "
                    "rules (a value in a table cell with its labels in its row, column, headers or title)",
                family="parsebench"),
+    MetricSpec(name="parsebench_tables", bound="range_if_changed", higher_is_better=True, range=(0.0, 1.0),
+               margin=0.02, margin_why="one cell in fifty of every table read wrong (GriTS-Con and the record match "
+                                       "each lose about that), or one page in fifty losing its tables",
+               doc="ParseBench tables as upstream scores a page (GTRM): 0.5 GriTS-Con + 0.5 TableRecordMatch over "
+                   "its truth tables, GriTS-Con alone where the page says the record match does not apply",
+               family="parsebench"),
 )}
 
 FAMILIES: dict[str, list[str]] = {}

@@ -20,9 +20,10 @@ class PageSource(Record):
 class PageRecord(Record):
     """One line of ``pages.jsonl``. Paths are relative to the page-set folder. Schema 2 adds ``document``;
     a schema-1 line reads as a page that is its own document (what its split was made from). Schema 3 adds
-    ``truth_record_sha256``; schema 4 ``parsebench`` (a line of 1-3 reads with none)."""
+    ``truth_record_sha256``; schema 4 ``parsebench`` (a line of 1-3 reads with none); schema 5 lets ``parsebench``
+    carry the page's table truth (a line of 4 reads as it was: it has none)."""
 
-    schema_version: Literal[1, 2, 3, 4] = 4
+    schema_version: Literal[1, 2, 3, 4, 5] = 5
     id: str = Field(min_length=1, max_length=200, pattern=r"^[^/\\\x00]+$")
     # the document (PDF, or group of images) the page belongs to: the unit of the split and of the verdict's
     # resampling, since pages of one document are not independent
@@ -41,7 +42,7 @@ class PageRecord(Record):
     checks: list[dict[str, Any]] = Field(default_factory=list)  # olmOCR-bench format, kept as given
     # 4: the page's ParseBench rules (``scoring.parsebench``), as upstream writes them; checked when imported
     # (``pages import --parsebench``) and scored by ``parsebench_content`` / ``parsebench_formatting``, each reading
-    # its own dimension's types
+    # its own dimension's types; 5: one ``expected_markdown`` entry, the page's table truth (``parsebench_tables``)
     parsebench: list[dict[str, Any]] = Field(default_factory=list)
     split: Split
     tags: list[str] = Field(default_factory=list)

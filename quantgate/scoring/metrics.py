@@ -185,6 +185,22 @@ def _parsebench_charts(pred: str, rules: list[dict]) -> float | None:
     return page_score(typed_rules(rules, "charts"), pred)
 
 
+def _tables_read(pred: str) -> str:
+    # without "<table" nothing of the output reaches the table score (upstream's own test, before any parsing);
+    # with one, the text around the tables can move a title into them: the whole text is read
+    from quantgate.scoring.parsebench.tables.page import has_table
+
+    return pred if has_table(pred) else ""
+
+
+@metric("parsebench_tables", needs="parsebench", worst=0.0, reads=_tables_read)
+def _parsebench_tables(pred: str, rules: list[dict]) -> float | None:
+    from quantgate.scoring.parsebench.dataset import typed_rules
+    from quantgate.scoring.parsebench.tables.page import page_score
+
+    return page_score(typed_rules(rules, "tables"), pred)
+
+
 def is_blank(pred: str | None) -> bool:
     """An output that reads nothing (none, or only whitespace): scored the metric's worst value, not by the metric
     (the one rule; the truth-free bounds follow it), except by ``checks``, whose checks judge an empty text

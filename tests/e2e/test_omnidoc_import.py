@@ -64,8 +64,9 @@ def test_the_block_truth_record_is_bound_like_the_truth(demo_set, tmp_path):
     pages = [json.loads(line) for line in (demo_set / "pages.jsonl").read_text().splitlines()]
     for p in pages:
         record = demo_set / p["truth"].replace(".md", ".omnidoc.json")
-        # truth_record_sha256 came with schema 3; pages are written as schema 4 now (which added parsebench)
-        assert p["schema_version"] == 4 and p["truth_record_sha256"] == hashlib.sha256(record.read_bytes()).hexdigest()
+        # truth_record_sha256 came with schema 3; pages are written as schema 5 now (4 added parsebench, 5 its
+        # table truth)
+        assert p["schema_version"] == 5 and p["truth_record_sha256"] == hashlib.sha256(record.read_bytes()).hexdigest()
     ps = tmp_path / "ps"
     shutil.copytree(demo_set, ps)
     victim = ps / pages[0]["truth"].replace(".md", ".omnidoc.json")

@@ -46,7 +46,7 @@ def test_rules_travel_with_their_page_and_are_scored(tmp_path):
     pages = ps.by_id()
     assert [r["type"] for r in pages["doc1_pg1"].parsebench] == ["missing_word_percent", "order", "is_bold",
                                                                 "chart_data_point"]
-    assert pages["doc2_pg1"].parsebench == [] and pages["doc1_pg1"].schema_version == 4
+    assert pages["doc2_pg1"].parsebench == [] and pages["doc1_pg1"].schema_version == 5
     metrics = [get_metric(m) for m in ("parsebench_content", "parsebench_formatting", "parsebench_charts")]
     rows = {r.page_id: r for r in score_pages(ps, {"doc1_pg1": "Revenue fell; **quarterly** revenue rose.\n\n"
                                                                "| | revenue |\n|---|---|\n| Q3 | $4.2 |",
@@ -79,7 +79,9 @@ def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path)
     """`score --metrics parsebench` prints the mean over the pages that carry rules: upstream's leaderboard number
     (a page without rules is left out, not counted as 0 or 1)."""
     rows = RULES + [{"pdf": "doc2.pdf", "page": 1, "type": "unexpected_word_percent",
-                     "rule": {"bag_of_word": {"alpha": 1}}}]
+                     "rule": {"bag_of_word": {"alpha": 1}}},
+                    {"pdf": "doc2.pdf", "page": 1, "type": "expected_markdown", "rule": {},  # its table truth
+                     "expected_markdown": "<table><tr><td>alpha</td><td>beta</td></tr></table>"}]
     src, f = _setup(tmp_path, rows)
     (src / "doc3_pg1.png").write_bytes((src / "doc1_pg1.png").read_bytes())
     assert run_cli("pages", "import", src, "-o", tmp_path / "set", "--parsebench", f, "--calibration-fraction",
@@ -101,6 +103,10 @@ def test_score_prints_the_dimension_headline_as_upstream_aggregates_it(tmp_path)
     # beside them, upstream's leaderboard numbers: the headlines are the same means; each rule type's pass rate
     board = body["parsebench"]
     assert board["headlines"]["content_faithfulness"] == pytest.approx(summaries["parsebench_content"]["mean"])
-    assert board["pages"] == {"content_faithfulness": 2, "semantic_formatting": 1, "rule_chart_data_point_pass_rate": 1}
+    assert board["pages"] == {"content_faithfulness": 2, "semantic_formatting": 1, "rule_chart_data_point_pass_rate": 1,
+                              "grits_trm_composite": 1}
+    # doc2's output has no table where its truth has one: GTRM 0, as upstream scores it
+    assert board["headlines"]["grits_trm_composite"] == 0.0 == summaries["parsebench_tables"]["mean"]
+    assert summaries["parsebench_tables"]["n"] == 1
     assert board["rule_pass_rates"] == pytest.approx({"chart_data_point": 0.0, "is_bold": 0.0, "order": 0.0,
                                                       "missing_word_percent": 2 / 3, "unexpected_word_percent": 0.5})

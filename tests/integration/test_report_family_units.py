@@ -71,6 +71,7 @@ RULES = [  # two pages, several rules of a type on one, each dimension quantgate
     ("doc2", {"type": "is_bold", "rule": {"text": "Total"}}),
     ("doc2", {"type": "order", "rule": {"before": "Total", "after": "net"}}),
     ("doc2", {"type": "missing_word_percent", "rule": {"bag_of_word": {"net": 1, "gross": 1}}}),
+    ("doc2", {"type": "expected_markdown", "expected_markdown": "<table><tr><td>net</td><td>1</td></tr></table>"}),
 ]
 OUTPUTS = {"doc1_pg1": "Revenue fell; **quarterly** revenue rose.\n\n| | revenue |\n|---|---|\n| Q3 | $4.2 |",
            "doc2_pg1": "net before **Total**"}

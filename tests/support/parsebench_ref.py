@@ -125,9 +125,10 @@ def content_faithfulness(rules: list[dict], markdown: str) -> float | None:
     return page_metrics(rules, markdown).get("content_faithfulness")
 
 
-def page_metrics(rules: list[dict], markdown: str) -> dict[str, float]:
+def page_metrics(rules: list[dict], markdown: str, **case_fields) -> dict[str, float]:
     """Upstream's own evaluator (``ParseEvaluator.evaluate``) on one page: every metric it reports, by name
-    (``content_faithfulness``, ``semantic_formatting``, ``rule_<type>_pass_rate``, ...).
+    (``content_faithfulness``, ``semantic_formatting``, ``rule_<type>_pass_rate``, ``grits_trm_composite``, ...).
+    ``case_fields`` go to its ``ParseTestCase`` (``expected_markdown`` and the table settings).
 
     Its module imports the table rules, which import ``unidecode`` (not installed here); a stand-in that raises is
     put in its place only when the real one is missing, so a table rule reaching it fails the test rather than
@@ -150,7 +151,8 @@ def page_metrics(rules: list[dict], markdown: str) -> dict[str, float]:
         request=request, pipeline_name="quantgate", product_type="parse", raw_output={}, started_at=now,
         completed_at=now, latency_in_ms=0,
         output=output.ParseOutput(example_id="page", pipeline_name="quantgate", markdown=markdown))
-    case = cases.ParseTestCase(test_id="g/page", group="g", file_path="page.pdf", test_rules=rules)
+    case = cases.ParseTestCase(test_id="g/page", group="g", file_path="page.pdf", test_rules=rules,
+                               **case_fields)
     return {m.metric_name: m.value for m in evaluator.ParseEvaluator().evaluate(result, case).metrics}
 
 

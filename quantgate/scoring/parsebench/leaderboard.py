@@ -3,9 +3,10 @@ evaluator's per-page metrics (``evaluation/runner.py``, ``avg_<metric>``: the me
 metric):
 
 - each dimension's headline, the mean of its page scores over the pages that have one (``content_faithfulness``,
-  ``semantic_formatting``, ``rule_chart_data_point_pass_rate``);
+  ``semantic_formatting``, ``rule_chart_data_point_pass_rate``, ``grits_trm_composite`` for tables);
 - each rule type's pass rate, the mean over the pages carrying that type of the page's mean score of its rules of
-  that type (``rule_<type>_pass_rate``): a page with many rules of a type weighs as one page.
+  that type (``rule_<type>_pass_rate``): a page with many rules of a type weighs as one page. The table
+  dimension has no rules to pass (its page entry is the truth it is scored against), so no pass rate.
 
 Only the dimensions quantgate scores are here; an empty or missing output fails every rule, as upstream's
 evaluator fails a blank output."""
@@ -20,12 +21,14 @@ from pydantic import BaseModel, ConfigDict
 
 from quantgate.scoring.parsebench import charts, formatting, formatting_page, page, rules
 from quantgate.scoring.parsebench.dataset import typed_rules
+from quantgate.scoring.parsebench.tables import page as tables_page
 
-# family → (upstream's page metric, quantgate's metric, the family's page score, its rule score)
-DIMENSIONS: dict[str, tuple[str, str, Callable, Callable]] = {
+# family → (upstream's page metric, quantgate's metric, the family's page score, its rule score or None)
+DIMENSIONS: dict[str, tuple[str, str, Callable, Callable | None]] = {
     "content": ("content_faithfulness", "parsebench_content", page.page_score, rules.score),
     "formatting": ("semantic_formatting", "parsebench_formatting", formatting_page.page_score, formatting.score),
     "charts": ("rule_chart_data_point_pass_rate", "parsebench_charts", charts.page_score, charts.score),
+    "tables": ("grits_trm_composite", "parsebench_tables", tables_page.page_score, None),
 }
 
 
@@ -49,6 +52,8 @@ def leaderboard(outputs: Iterable[tuple[list[dict], str | None]]) -> Leaderboard
             typed = typed_rules(raw, family)
             if (value := page_fn(typed, md)) is not None:
                 page_values[name].append(value)
+            if rule_fn is None:
+                continue
             by_type: dict[str, list[float]] = defaultdict(list)
             for r in typed:
                 by_type[r.type].append(rule_fn(r, md) if md else 0.0)

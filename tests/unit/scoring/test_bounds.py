@@ -249,3 +249,30 @@ def test_bound_rows_pair_the_outputs_of_each_page():
         bound_rows(["ned"], {"p1": "a", "p2": "b"}, {"p1": "a"})
     with pytest.raises(DataError, match="'p3' has no baseline output"):
         bound_rows(["ned"], {"p1": "a"}, {"p1": "a", "p3": "b"})
+
+
+@st.composite
+def html_pages(draw):
+    """A page with zero to two small HTML tables (a <th> row sometimes) and text around them."""
+    cell = st.sampled_from(["a", "b", "1", "x y", ""])
+    parts = [draw(st.sampled_from(["", "Words.", "## Title"]))]
+    for _ in range(draw(st.integers(0, 2))):
+        rows = draw(st.lists(st.lists(cell, min_size=1, max_size=3), min_size=1, max_size=3))
+        tag = draw(st.sampled_from(["td", "th"]))
+        parts.append("<table>" + "".join("<tr>" + "".join(f"<{tag if i == 0 else 'td'}>{c}</{tag if i == 0 else 'td'}>"
+                                                          for c in r) + "</tr>" for i, r in enumerate(rows))
+                     + "</table>")
+        parts.append(draw(st.sampled_from(["", "After.", "Title"])))
+    return "\n".join(parts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(b=html_pages(), c=html_pages(), t=html_pages())
+def test_range_if_changed_holds_for_parsebench_tables(b, c, t):
+    """The ParseBench table score reads only outputs with a "<table": two without one bound 0, any other change
+    the range."""
+    m, rules = get_metric("parsebench_tables"), [{"type": "expected_markdown", "expected_markdown": t}]
+    sb, sc = (score_one(m, x, None, [], parsebench=rules) for x in (b, c))
+    bound = truth_free_bound("parsebench_tables", b, c)
+    assert (sb is None) == (sc is None)
+    assert sb is None or sb - sc <= bound + TOL  # type: ignore[operator]

@@ -26,6 +26,8 @@ PAGES = [
       {"type": "order", "before": "Total", "after": "body"}], "**Total** and body and Net"),
     ([{"type": "missing_word_percent", "bag_of_word": {"alpha": 1}}, {"type": "is_italic", "text": "alpha"}], ""),
     ([{"type": "unexpected_word_percent", "bag_of_word": {"beta": 1}}, {"type": "is_bold", "text": "beta"}], None),
+    ([{"type": "expected_markdown", "expected_markdown": "<table><tr><td>2021</td><td>39.2</td></tr></table>"}],
+     "<table><tr><td>2021</td><td>39.3</td></tr></table>"),  # a table page (its truth entry is no rule)
 ]
 ALL = parse_metric_list("parsebench")
 
