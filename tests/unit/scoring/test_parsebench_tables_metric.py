@@ -118,3 +118,16 @@ def test_the_bound_is_the_range_unless_neither_output_has_a_table():
     assert truth_free_bound("parsebench_tables", table, table) == 0.0
     assert truth_free_bound("parsebench_tables", table, "Intro.\n" + GT.replace("5", "6")) == 1.0
     assert truth_free_bound("parsebench_tables", table, "no table") == 1.0
+
+
+def test_init_proposes_parsebench_tables_for_pages_with_table_truth(tmp_path):
+    from quantgate.study.init import prepare_pages, render_study
+    from tests.unit.study.test_init_parsebench import RULES as TEXT_RULES
+    from tests.unit.study.test_init_parsebench import _model, _page_set
+
+    table = {"pdf": "text/doc3.pdf", "page": 1, "type": "expected_markdown", "expected_markdown": GT}
+    pset = _page_set(tmp_path, [*TEXT_RULES, table])
+    pf = prepare_pages(pset, pset, tmp_path / "no-model")
+    assert pf.parsebench == {"parsebench_content": 1, "parsebench_formatting": 2, "parsebench_tables": 1}
+    text = render_study(_model(tmp_path), pf, tmp_path / "study.yaml", "transformers", None)
+    assert "parsebench_tables" in text.split("metrics:")[1].split("margins:")[0]
