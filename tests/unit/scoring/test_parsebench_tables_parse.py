@@ -123,7 +123,7 @@ def _same_merge(expected: str, actual: str) -> None:
     assert ours.merge_preceding_titles_into_tables(expected, actual) == theirs
 
 
-pytestmark = pytest.mark.skipif(bool(P.reference_missing_reason()), reason=P.reference_missing_reason() or "")
+needs_oracle = pytest.mark.skipif(bool(P.reference_missing_reason()), reason=P.reference_missing_reason() or "")
 
 HAND = [
     "<table><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr></table>",
@@ -138,6 +138,7 @@ HAND = [
 ]
 
 
+@needs_oracle
 @pytest.mark.parametrize("html", HAND)
 def test_hand_picked_tables_parse_as_upstreams(html):
     _same_parse(html)
@@ -145,6 +146,7 @@ def test_hand_picked_tables_parse_as_upstreams(html):
     assert ours.extract_html_tables(html) == _upstream()[1].extract_html_tables(html)
 
 
+@needs_oracle
 def test_merge_moves_a_preceding_title_into_the_table():
     truth = '<table><tr><th colspan="2">Sales by region</th></tr><tr><td>a</td><td>b</td></tr></table>'
     pred = "## Sales by region\n<table><tr><td>a</td><td>b</td></tr></table>"
@@ -157,6 +159,7 @@ def test_merge_moves_a_preceding_title_into_the_table():
         == "Other\n<table><tr><td>a</td></tr></table>"  # nothing moved: the text comes back as given
 
 
+@needs_oracle
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(page_md(malformed=True))
 def test_generated_pages_parse_and_slice_as_upstreams(md):
@@ -164,6 +167,7 @@ def test_generated_pages_parse_and_slice_as_upstreams(md):
     assert ours.extract_html_tables(md) == _upstream()[1].extract_html_tables(md)
 
 
+@needs_oracle
 @settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(page_md(), page_md(malformed=True))
 def test_generated_pairs_and_title_merges_are_upstreams(expected, actual):
@@ -181,6 +185,7 @@ def _demo_pages() -> list[tuple[str, str]]:
     return out
 
 
+@needs_oracle
 @pytest.mark.skipif(bool(oracle_missing(DEMO_TRUTH_MD, DEMO_PREDICTIONS)),
                     reason=oracle_missing(DEMO_TRUTH_MD, DEMO_PREDICTIONS) or "")
 def test_omnidocbench_demo_tables_read_as_upstreams():
