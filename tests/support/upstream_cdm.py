@@ -1,0 +1,54 @@
+"""OmniDocBench v1.5's CDM (upstream's ``metrics/cdm`` at 523fd1d, ../shared/reference/omnidocbench-v1.5) as test
+oracles for quantgate's own CDM, two ways:
+
+* live: upstream's matcher module (``modules/visual_matcher.py``: token normalisation, token cost, Hungarian
+  assignment) imported straight from the reference file — it imports only numpy, scipy and PIL, so nothing is
+  copied and no path is changed;
+* recorded: upstream's whole CDM run on the 18 demo pages under the numeric stack it pins (numpy 1.24,
+  scikit-image 0.20, which quantgate's environment cannot host) by lab/2026-12-05-cdm/upstream_run.py:
+  ``upstream.json`` holds each display formula's F1 with the token boxes upstream's renderer found, so
+  quantgate's matching is checked on upstream's own boxes, RANSAC fits included."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import types
+from pathlib import Path
+
+from tests.support.paths import REPO, SHARED, oracle_missing
+
+REFERENCE = Path(os.environ.get("QUANTGATE_OMNIDOC15_REFERENCE") or SHARED / "reference" / "omnidocbench-v1.5")
+MODULES = REFERENCE / "metrics" / "cdm" / "modules"
+RECORDED = REPO / "lab" / "2026-12-05-cdm" / "upstream.json"
+
+
+def missing_reason() -> str | None:
+    return oracle_missing(MODULES / "visual_matcher.py", MODULES / "latex_processor.py")
+
+
+def _load(name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(f"upstream_cdm_{name}", MODULES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def visual_matcher() -> types.ModuleType:
+    return _load("visual_matcher")
+
+
+@functools.cache
+def latex_processor() -> types.ModuleType:
+    return _load("latex_processor")
+
+
+@functools.cache
+def recorded() -> dict:
+    """upstream.json: ``set`` (whole-set values and Overall), ``per_page_cdm``, ``formulas`` (page, F1 as ``cdm``,
+    ``gt``/``pred`` LaTeX, ``*_tokenized``, ``*_boxes`` as upstream's bbox lines, ``*_size`` of the cropped image)."""
+    return json.loads(RECORDED.read_text(encoding="utf-8"))
