@@ -100,6 +100,13 @@ HAND = [
               "<tr><th></th><th></th><th>3</th><th>6</th><th>9</th></tr><tr>" + "<td>1</td>" * 5 + "</tr>"),
      T.format('<tr><th colspan="5">Months</th></tr><tr><th>A</th><th>B</th><th>3</th><th>6</th><th>9</th></tr>'
               "<tr>" + "<td>1</td>" * 5 + "</tr>"), 1.0),
+    # a hierarchical header the model joined with a spaced dash
+    (T.format("<tr><th>Q1 EU</th><th>Total</th></tr><tr><td>1</td><td>2</td></tr>"),
+     T.format("<tr><th>Q1 – EU</th><th>Total</th></tr><tr><td>1</td><td>2</td></tr>"), 1.0),
+    # a section row whose promotion aligns as many columns, more closely: kept (and so no record)
+    (T.format("<tr><th>abcdefghijklmnopqrst</th><th>B</th></tr><tr><th>x</th><td>x</td></tr>"
+              "<tr><td>1</td><td>2</td></tr>"),
+     T.format("<tr><th>abcdefghijklmnopqrst x</th><th>B</th></tr><tr><td>1</td><td>2</td></tr>"), 1.0),
     # a row under the header whose <th> and <td> say one thing: promoted to a header level on the truth side,
     # then on the prediction side
     (T.format(SECTION), T.format("<tr><th>A Europe</th><th>B</th></tr><tr><td>1</td><td>2</td></tr>"), 1.0),

@@ -70,6 +70,8 @@ def test_two_side_by_side_tables_merged_into_one_are_split_back_as_upstream():
     (_table(["A"], [["1"]]) * 2, _table(["A", "A", "A", "A"], [["1", "2", "3", "4"]])),
     # three of four headers repeat: under the 80 % a period needs
     (_table(["A"], [["1"]]) * 2, _table(["A", "B", "C", "D", "A", "B", "C", "X"], [[str(i) for i in range(8)]])),
+    # two merged tables and one table to gain: the first combination of equal standing is kept
+    (_table(["A"], [["1"]]) * 3, _table(["A", "A"], [["1", "2"]]) + _table(["A", "A"], [["3", "4"]])),
     # a title row above the repeating header
     (_table(["A", "B"], [["1", "2"]]) * 2, _table(["A", "B", "A", "B"], [["1", "2", "3", "4"]], title="Results")),
     # the only split overshoots the truth's table count more than no split misses it

@@ -183,6 +183,9 @@ HAND = [
     # a rowspanning title: one slot of the cap
     '<table><tr><th colspan="2" rowspan="2">Title</th></tr><tr></tr><tr><th>A</th><th>B</th></tr>'
     "<tr><td>1</td><td>2</td></tr></table>",
+    # a title over all header columns but an empty edge one (the row-header column)
+    '<table><tr><th></th><th colspan="2">Consolidated</th></tr><tr><th>Item</th><th>2021</th><th>2022</th></tr>'
+    "<tr><td>Revenue</td><td>1</td><td>2</td></tr></table>",
     # a rowspanning title inside <thead>: the row its span fills is stripped with it
     '<table><thead><tr><th colspan="2" rowspan="2">Title</th></tr><tr></tr><tr><th>A</th><th>B</th></tr></thead>'
     "<tr><td>1</td><td>2</td></tr></table>",
