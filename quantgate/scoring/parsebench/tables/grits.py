@@ -41,16 +41,19 @@ def similarity(a: str, b: str) -> float:
     return 2 * matched / (len(a) + len(b))
 
 
-def _align_score(rewards: list[list[float]], n: int, m: int) -> float:
-    """The best total reward of a monotone 1-D alignment of two sequences (rewards[i][j] for pairing i with j;
-    either side may skip)."""
-    prev = [0.0] * (m + 1)
+def _align_scores(rewards: np.ndarray) -> np.ndarray:
+    """The best total reward of a monotone 1-D alignment of two sequences, for many pairs of sequences at once:
+    ``rewards[a, b, i, j]`` rewards pairing entry i of pair (a, b)'s first sequence with entry j of its second;
+    either side may skip. One array step per DP cell does, element by element, the float additions and maxima the
+    scalar recursion does (no NaN or -0.0 can occur), so each pair's score is bit-equal to upstream's loop."""
+    pairs, (n, m) = rewards.shape[:2], rewards.shape[2:]
+    prev = np.zeros((*pairs, m + 1))
     for i in range(n):
-        cur, row = [0.0] * (m + 1), rewards[i]
+        cur = np.zeros((*pairs, m + 1))
         for j in range(m):
-            cur[j + 1] = max(prev[j] + row[j], prev[j + 1], cur[j])
+            cur[..., j + 1] = np.maximum(np.maximum(prev[..., j] + rewards[..., i, j], prev[..., j + 1]), cur[..., j])
         prev = cur
-    return prev[m]
+    return prev[..., m]
 
 
 def _align_outer(pair_reward, n: int, m: int) -> tuple[list[int], list[int], float]:
@@ -109,18 +112,21 @@ ZERO = PairGrits(0.0, 0.0, 0.0, 0.0)
 def grits_grids(true: list[list[str]], pred: list[list[str]]) -> PairGrits:
     """GriTS-Con of two normalized text grids (each non-empty, rows of equal length)."""
     r1, c1, r2, c2 = len(true), len(true[0]), len(pred), len(pred[0])
-    # sim[tr][pr][tc][pc]: the reward of a truth cell against a predicted cell
-    sim = [[[[similarity(a, b) for b in prow] for a in trow] for prow in pred] for trow in true]
-    true_rows, pred_rows, rows_score = _align_outer(lambda i, j: _align_score(sim[i][j], c1, c2), r1, r2)
-    by_col = [[[[sim[tr][pr][tc][pc] for pr in range(r2)] for tr in range(r1)] for pc in range(c2)]
-              for tc in range(c1)]  # by_col[tc][pc][tr][pr]: the same rewards, columns outside
-    true_cols, pred_cols, cols_score = _align_outer(lambda i, j: _align_score(by_col[i][j], r1, r2), c1, c2)
+    # each distinct pair of texts compared once (empty cells, repeated headers and spans repeat a lot)
+    t_texts, t_index = np.unique(np.array(true, dtype=object).ravel(), return_inverse=True)
+    p_texts, p_index = np.unique(np.array(pred, dtype=object).ravel(), return_inverse=True)
+    distinct = np.array([[similarity(a, b) for b in p_texts] for a in t_texts], dtype=np.float64)
+    sim = distinct[t_index][:, p_index].reshape(r1, c1, r2, c2)  # sim[tr, tc, pr, pc]
+    rows = _align_scores(sim.transpose(0, 2, 1, 3)).tolist()  # truth row × predicted row
+    cols = _align_scores(sim.transpose(1, 3, 0, 2)).tolist()  # truth column × predicted column
+    true_rows, pred_rows, rows_score = _align_outer(lambda i, j: rows[i][j], r1, r2)
+    true_cols, pred_cols, cols_score = _align_outer(lambda i, j: cols[i][j], c1, c2)
     n_true, n_pred = r1 * c1, r2 * c2
     upper, _, _ = _fscore(min(rows_score, cols_score), n_true, n_pred)
     matched = 0.0
     for tr, pr in zip(true_rows, pred_rows, strict=False):
         for tc, pc in zip(true_cols, pred_cols, strict=False):
-            matched += sim[tr][pr][tc][pc]
+            matched += float(sim[tr, tc, pr, pc])  # in upstream's order of additions
     f, precision, recall = _fscore(matched, n_true, n_pred)
     return PairGrits(f, precision, recall, upper, dict(zip(true_rows, pred_rows, strict=True)),
                      dict(zip(true_cols, pred_cols, strict=True)))
