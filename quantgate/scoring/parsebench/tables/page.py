@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -71,29 +72,36 @@ def _composite(grits: float, trm: float | None, trm_unsupported: bool) -> float:
 
 def page_tables(truth: TableTruth, markdown: str, *, page: str = "page") -> PageTables | None:
     """The page's table numbers (None: its truth has no table). Raises DataError when a truth table does not
-    parse (checked on import, so only a hand-edited pages.jsonl gets here)."""
+    parse (checked on import, so only a hand-edited pages.jsonl gets here). Kept for the last pages scored: the
+    metric and the leaderboard's units ask for the same page in turn, and GriTS on a big table takes seconds."""
+    return _page_tables(truth.expected_markdown, truth.allow_splitting_ambiguous_merged_tables,
+                        truth.trm_unsupported, truth.max_top_title_rows, markdown, page)
+
+
+@lru_cache(maxsize=64)
+def _page_tables(expected_md: str, allow_splitting: bool, trm_unsupported: bool, max_top_title_rows: int,
+                 markdown: str, page: str) -> PageTables | None:
     from quantgate.scoring.parsebench.tables.records import table_record_match
     from quantgate.scoring.parsebench.tables.split import split_ambiguous_merged_pred
     from quantgate.scoring.parsebench.tables.titles import strip_title_rows
 
-    expected_md = truth.expected_markdown
     if not has_table(expected_md):
         return None
     actual_md = merge_preceding_titles_into_tables(expected_md, markdown)
     if not has_table(actual_md):
         # upstream scores GriTS 0 and its record match 0 (none where its parser finds no truth table): 0 either way
         trm = 0.0 if parse_html_tables(expected_md) else None
-        return PageTables(_composite(0.0, trm, truth.trm_unsupported), 0.0, trm)
+        return PageTables(_composite(0.0, trm, trm_unsupported), 0.0, trm)
     pairs = extract_table_pairs(expected_md, actual_md, page=page)
     actual = pairs.actual
-    if truth.allow_splitting_ambiguous_merged_tables:
+    if allow_splitting:
         actual = split_ambiguous_merged_pred(pairs.expected, actual)
-    expected = [strip_title_rows(t, max_top_title_rows=truth.max_top_title_rows) for t in pairs.expected]
-    actual = [strip_title_rows(t, max_top_title_rows=truth.max_top_title_rows) for t in actual]
+    expected = [strip_title_rows(t, max_top_title_rows=max_top_title_rows) for t in pairs.expected]
+    actual = [strip_title_rows(t, max_top_title_rows=max_top_title_rows) for t in actual]
     grits = grits_con(expected, actual)
     value = grits.value if grits.value is not None else 0.0
     trm = table_record_match(expected, actual, grits.pairing)
-    return PageTables(_composite(value, trm, truth.trm_unsupported), value, trm,
+    return PageTables(_composite(value, trm, trm_unsupported), value, trm,
                       pairs.n_expected, pairs.n_actual, pairs.unparseable_pred)
 
 
