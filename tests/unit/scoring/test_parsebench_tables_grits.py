@@ -7,7 +7,7 @@ Then properties that hold without the oracle."""
 
 from __future__ import annotations
 
-import ast
+import random
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +20,10 @@ from quantgate.scoring.parsebench.tables.data import ExtractedTable, TableData
 from quantgate.scoring.parsebench.tables.grits_text import normalize_cell_text
 from tests.support import parsebench_ref as P
 from tests.support import parsebench_tables_ref as R
-from tests.unit.scoring.test_parsebench_tables_parse import _demo_pages, page_md
+from tests.unit.scoring.test_parsebench_tables_parse import FIXTURES, _crafted_pairs, _demo_pages, page_md
 
 ORACLE = P.reference_missing_reason()
 needs_oracle = pytest.mark.skipif(bool(ORACLE), reason=ORACLE or "")
-FIXTURES = P.REFERENCE / "tests" / "parse_bench" / "evaluation" / "metrics" / "parse" / "test_fast_table_parity.py"
 
 
 def _upstream():
@@ -33,19 +32,6 @@ def _upstream():
     import parse_bench.evaluation.metrics.parse.table_extraction as ext
     import parse_bench.evaluation.metrics.parse.utils as ut
     return gm, ext, ut
-
-
-def _crafted_pairs() -> list[tuple[str, str, str]]:
-    """Upstream's CRAFTED_PAIRS, read from its test file's syntax tree (its module imports TEDS pieces this
-    machine lacks): only string literals, ``_GT`` and ``_GT.replace(...)`` occur there."""
-    tree = ast.parse(FIXTURES.read_text(encoding="utf-8"))
-    values: dict[str, object] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
-                and node.targets[0].id in ("_GT", "CRAFTED_PAIRS"):
-            values[node.targets[0].id] = eval(compile(ast.Expression(node.value), str(FIXTURES), "eval"),  # noqa: S307
-                                              {"__builtins__": {}}, dict(values))
-    return values["CRAFTED_PAIRS"]  # type: ignore[return-value]
 
 
 def _same_page(expected_md: str, actual_md: str, capsys=None) -> float:
@@ -121,6 +107,19 @@ def test_a_big_table_of_the_wrong_shape_scores_zero_without_aligning():
     truth = _table([[str(i * 60 + j) for j in range(60)] for i in range(50)])  # 3,000 cells
     pred = _table([[str(i * 60 + j) for j in range(60)] for i in range(20)])  # 2.5x fewer rows
     assert G.table_grits(truth.table_data, pred.table_data) == G.PairGrits(0.0, 0.0, 0.0, 0.0)
+
+
+@needs_oracle
+def test_cell_similarity_is_upstreams():
+    """Upstream's own check of its memoized similarity, on ours: random strings over its alphabet, and long ones
+    (difflib's autojunk heuristic starts at 200 characters)."""
+    lcs = _upstream()[0]._lcs_similarity
+    rng = random.Random(99)
+    for size in (12, 12, 12, 12, 260):
+        for _ in range(1000 if size == 12 else 20):
+            a = "".join(rng.choice("abc 0123$,.%") for _ in range(rng.randint(0, size)))
+            b = "".join(rng.choice("abc 0123$,.%") for _ in range(rng.randint(0, size)))
+            assert G.similarity(a, b) == lcs(a, b)
 
 
 def test_similarity_is_difflibs_ratio():

@@ -7,6 +7,7 @@ one deliberate divergence: a hostile span is dropped, not laid out."""
 
 from __future__ import annotations
 
+import ast
 import resource
 from pathlib import Path
 
@@ -79,6 +80,22 @@ def page_md(draw, *, malformed: bool = False) -> str:
     return draw(st.sampled_from(["\n\n", "\n", ""])).join(parts)
 
 
+FIXTURES = P.REFERENCE / "tests" / "parse_bench" / "evaluation" / "metrics" / "parse" / "test_fast_table_parity.py"
+
+
+def _crafted_pairs() -> list[tuple[str, str, str]]:
+    """Upstream's CRAFTED_PAIRS, read from its test file's syntax tree (its module imports TEDS pieces this
+    machine lacks): only string literals, ``_GT`` and ``_GT.replace(...)`` occur there."""
+    tree = ast.parse(FIXTURES.read_text(encoding="utf-8"))
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in ("_GT", "CRAFTED_PAIRS"):
+            values[node.targets[0].id] = eval(compile(ast.Expression(node.value), str(FIXTURES), "eval"),  # noqa: S307
+                                              {"__builtins__": {}}, dict(values))
+    return values["CRAFTED_PAIRS"]  # type: ignore[return-value]
+
+
 def _upstream():
     pb = P.load()  # noqa: F841 (installs the import hook)
     import parse_bench.evaluation.metrics.parse.table_extraction as ext
@@ -144,6 +161,17 @@ def test_hand_picked_tables_parse_as_upstreams(html):
     _same_parse(html)
     _same_pairs("<table><tr><td>t</td></tr></table>", html)
     assert ours.extract_html_tables(html) == _upstream()[1].extract_html_tables(html)
+
+
+@needs_oracle
+def test_upstreams_crafted_table_pairs_read_as_upstreams():
+    pairs = _crafted_pairs()
+    assert len(pairs) >= 8
+    for _, truth, pred in pairs:
+        _same_parse(truth)
+        _same_parse(pred)
+        _same_pairs(truth, pred)
+        _same_merge(truth, pred)
 
 
 @needs_oracle
