@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-12)
 
-.PHONY: system setup katex demo test test-e2e test-all lint bench clean
+.PHONY: system setup setup-cdm katex demo test test-e2e test-all lint bench clean
 
 setup: system $(STAMP) katex
 
@@ -42,6 +42,23 @@ $(STAMP): pyproject.toml constraints.txt | system
 # (quantgate/scoring/katex.py; does nothing when the checked files are there)
 katex: $(STAMP)
 	$(PY) -m quantgate.scoring.katex install
+
+# OmniDocBench v1.5's formula CDM renders formulas with XeLaTeX and Ghostscript (quantgate/scoring/omnidoc/
+# cdm_render.py): ~80 s and 599 MiB from Debian's packages (lab/2026-12-05-cdm). Apart from `setup` because most
+# users never score formulas; CI runs it (.ci/run) so the CDM tests run there. Does nothing when all are installed.
+CDM_PACKAGES := texlive-xetex texlive-latex-extra texlive-lang-chinese fonts-noto-cjk ghostscript
+setup-cdm:
+	@need=""; for p in $(CDM_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || need="$$need $$p"; done; \
+	if [ -z "$$need" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing formula CDM's packages:$$need"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need >/dev/null; \
+	else \
+	  echo "error: formula CDM needs Debian packages:$$need" >&2; \
+	  echo "install them, then rerun:  sudo apt-get install -y --no-install-recommends$$need" >&2; \
+	  exit 1; \
+	fi
 
 demo: setup
 	$(VENV)/bin/quantgate demo -o demo-out

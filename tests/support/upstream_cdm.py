@@ -52,3 +52,15 @@ def recorded() -> dict:
     """upstream.json: ``set`` (whole-set values and Overall), ``per_page_cdm``, ``formulas`` (page, F1 as ``cdm``,
     ``gt``/``pred`` LaTeX, ``*_tokenized``, ``*_boxes`` as upstream's bbox lines, ``*_size`` of the cropped image)."""
     return json.loads(RECORDED.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def toolchain_missing() -> str | None:
+    """The skip reason of a test that renders formulas where the CDM toolchain is absent. It counts as an absent
+    oracle: skipped on a bare machine, a failure in CI (.ci/run installs it with ``make setup-cdm``)."""
+    from quantgate.scoring.omnidoc.cdm_render import MAKE_TARGET, missing_packages
+    from tests.support.paths import ORACLE_ABSENT
+
+    missing = missing_packages()
+    return f"{ORACLE_ABSENT}: formula CDM's toolchain is not installed ({' '.join(missing)}; {MAKE_TARGET})" \
+        if missing else None

@@ -14,7 +14,8 @@ Why each step (upstream's reasons, kept for parity):
   braces, ``^``, ``_``, ``\\left``/``\\right``, spacing and rules are not tokens.
 * Upstream's index arithmetic is kept as it is, stale bounds included, because which token gets which colour is
   what the match compares: a formula upstream cannot colour (an unclosed brace, a command missing its argument)
-  raises here too, and the caller scores it as upstream does (0).
+  raises here too (ValueError, IndexError, or RecursionError where a nested walk re-enters its own command), and
+  the caller scores it as upstream does (0).
 
 The tokenizer (im2markup's KaTeX normaliser) runs in node: :func:`before_tokenizer` and :func:`after_tokenizer` are
 the steps upstream wraps around it."""
