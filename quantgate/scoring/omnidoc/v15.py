@@ -7,9 +7,10 @@ the mean over all tables. What v1.5 adds: a truth formula matched to a predictio
 formula read as Unicode by pylatexenc against the text), a predicted LaTeX table scores TEDS 0 and edit distance 1
 (upstream no longer converts it), and a predicted table no truth table took offers its cells to the text match.
 
-Formulas are scored by normalised edit distance, not CDM: CDM renders every formula with LaTeX and Ghostscript,
-which quantgate's machines and CI do not have. So the headline Overall = ((1 − text edit)·100 + table TEDS +
-formula CDM) / 3 is not computed (:data:`OVERALL_WHY`) rather than computed with the edit distance in CDM's place."""
+Formulas are scored by normalised edit distance, not CDM: quantgate's CDM (``cdm_*.py``: renderer, colouring and
+matching, each equal to upstream's on the demo) still lacks upstream's tokenizer, im2markup's lenient KaTeX fork.
+So the headline Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3 is not computed
+(:data:`OVERALL_WHY`) rather than computed with the edit distance in CDM's place."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ TEDS_STRUCT, TABLE_EDIT = "omnidoc15_table_teds_struct", "omnidoc15_table_edit"
 METRICS = (TEXT, FORMULA, TEDS, READING)  # the registered, per-page ones
 VALUES = (*METRICS, TEDS_STRUCT, TABLE_EDIT)  # also computed, printed as upstream's whole-set table has them
 PER_TABLE = (TEDS, TEDS_STRUCT)
-OVERALL_WHY = ("Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 is not computed: CDM renders formulas "
-               "with LaTeX and Ghostscript, which this machine does not run; omnidoc15_formula_edit is the "
+OVERALL_WHY = ("Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 is not computed: quantgate's formula "
+               "CDM is not complete yet (its LaTeX tokenizer is missing); omnidoc15_formula_edit is the "
                "edit-distance fallback, not CDM")
 _FORMULA_KINDS = ("equation_inline", "equation_isolated", "")
 
