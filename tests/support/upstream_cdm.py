@@ -64,3 +64,25 @@ def toolchain_missing() -> str | None:
     missing = missing_packages()
     return f"{ORACLE_ABSENT}: formula CDM's toolchain is not installed ({' '.join(missing)}; {MAKE_TARGET})" \
         if missing else None
+
+
+TOKENIZER = MODULES / "tokenize_latex" / "preprocess_formula.js"
+
+
+def tokenizer_missing() -> str | None:
+    import shutil
+
+    return oracle_missing(TOKENIZER) or (None if shutil.which("node") else "node is not installed")
+
+
+def tokenizer(lines: list[str]) -> list[str]:
+    """Upstream's tokenizer itself (``node preprocess_formula.js normalize``, run where it lies, reading stdin) on
+    one formula per line: its output line for each (empty where it failed). Integration tests only: it is a process."""
+    import subprocess
+
+    assert all("\n" not in x and "\r" not in x for x in lines)
+    r = subprocess.run(["node", str(TOKENIZER), "normalize"], input="".join(x + "\n" for x in lines),
+                       capture_output=True, text=True, timeout=60, check=True)
+    out = r.stdout.split("\n")
+    assert out[-1] == "" and len(out) == len(lines) + 1, (len(out), len(lines))
+    return out[:-1]
