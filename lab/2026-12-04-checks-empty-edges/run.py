@@ -17,7 +17,16 @@ from pathlib import Path
 
 from quantgate.io.pageset import load_pageset
 from quantgate.io.scores import read_scores
-from quantgate.scoring.olmocr_checks import empty_output_mean
+from quantgate.scoring.metrics import get_metric, score_one
+
+CHECKS = get_metric("checks")
+
+
+def empty_output_mean(pages_checks) -> float | None:
+    """What an output that reads nothing scores on ``checks`` over the pages that have checks (as the study's
+    scores/empty-output.jsonl scores it: the empty string run through each page's checks)."""
+    rates = [r for r in (score_one(CHECKS, "", None, c) for c in pages_checks if c) if r is not None]
+    return sum(rates) / len(rates) if rates else None
 
 SAMPLE = Path(__file__).resolve().parents[3] / "shared" / "data" / "olmocr-bench-sample"
 SYSTEMS = ["olmocr_pipeline", "marker", "mistral", "chatgpt", "gemini_flash2"]

@@ -344,23 +344,3 @@ def checks_pass_rate(checks: list[dict], content: str) -> tuple[float | None, in
     """(pass rate over runnable checks, passed, skipped). None when no check could run."""
     o = run_checks(checks, content)
     return o.rate, o.passed, sum(o.skipped.values())
-
-
-def empty_output_rate(checks: list[dict]) -> float | None:
-    """The pass rate an output that reads nothing ("") gets on these checks, by upstream's own rules: ``absent``
-    passes, a blank-page ``baseline`` (``max_length``) passes, every other check fails. What a baseline must beat
-    to show it reads the pages at all (a reader of nothing scores this, not 0). None when no check could run.
-    Math is decided without rendering: upstream finds no equation in an empty page, so it fails."""
-    prepared = [prepare(c) for c in checks]
-    ran = [p for p in prepared if not (p["type"] == "math" and olmocr_math.skip_reason())]
-    if not ran:
-        return None
-    return sum(p["type"] != "math" and _run(p, "") for p in ran) / len(ran)
-
-
-def empty_output_mean(pages_checks: Iterable[list[dict]]) -> float | None:
-    """The ``checks`` score an output that reads nothing gets on these pages: the mean over the pages that have
-    checks of :func:`empty_output_rate`, aggregated as the metric's mean is, so a baseline's mean ``checks`` on the
-    same pages compares with it directly (at or below it, the baseline reads nothing the checks see)."""
-    rates = [r for r in (empty_output_rate(c) for c in pages_checks if c) if r is not None]
-    return sum(rates) / len(rates) if rates else None
