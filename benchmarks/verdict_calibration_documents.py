@@ -16,6 +16,7 @@ MIN_DOCUMENTS; and the verdict's default 10,000 resamples against the simulation
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -36,7 +37,8 @@ MARGIN = 0.01
 CHECKS_MARGIN = 0.02  # the registry's default margin for checks
 ALPHA = C.ALPHA
 CHUNK = 250  # studies that share one set of resamples
-OUT = Path(__file__).parent / "results" / "verdict_calibration_documents.json"
+# gzipped: the per-cell tables and solved parameters are 100 KB of text, and the tracked tree has a size budget
+OUT = Path(__file__).parent / "results" / "verdict_calibration_documents.json.gz"
 
 
 # --- page and document models ------------------------------------------------------------------
@@ -180,7 +182,8 @@ def _key(model, shape, p) -> str:
 
 def _load_calibration(path: Path) -> None:
     if path.exists():
-        for k, v in json.loads(path.read_text()).get("calibrated", {}).items():
+        raw = path.read_bytes()
+        for k, v in json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw).get("calibrated", {}).items():
             _CALIBRATED[k] = {a: ({int(j): x for j, x in b.items()} if isinstance(b, dict) else b)
                               for a, b in v.items()}
 
@@ -621,7 +624,8 @@ def main(argv=None) -> dict:
     if not a.quick or a.out != OUT:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = a.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(res, indent=1) + "\n")
+        text = (json.dumps(res, indent=1) + "\n").encode()
+        tmp.write_bytes(gzip.compress(text, mtime=0) if a.out.suffix == ".gz" else text)
         tmp.replace(a.out)
     print(f"every cell meets its targets: {res['all_targets_met']}; wall {res['wall_s']:.0f} s")
     return res
