@@ -104,15 +104,26 @@ def _tables(page: TruthPage, blocks: list[Block], values: dict, tables: dict, no
     return [b for j, b in enumerate(html) if j not in took]
 
 
-def score_page(prediction: str, truth: TruthPage) -> PageScore:
-    """OmniDocBench v1.5's values for one predicted page (markdown) against its truth."""
+def _match(prediction: str, truth: TruthPage) -> tuple[list[hybrid.Entry], dict, dict, list[str]]:
+    """The page's matched groups, with its table values and notes."""
     blocks = hybrid.split_blocks(prediction or "")
     values: dict[str, float | None] = dict.fromkeys(VALUES)
     tables: dict[str, list[float]] = {}
     notes = [f"truth block skipped ({s.category}, anno_id {s.anno_id}): {s.reason}" for s in truth.skipped]
     left = _tables(truth, blocks, values, tables, notes)
     cells = [Block("text", b.start, c) for b in left for c in hybrid.table_cells(b.content)]
-    entries = hybrid.match(hybrid.truth_side(truth), hybrid.prediction_side(blocks, cells))
+    return hybrid.match(hybrid.truth_side(truth), hybrid.prediction_side(blocks, cells)), values, tables, notes
+
+
+def formula_pairs(prediction: str, truth: TruthPage) -> list[tuple[str, str]]:
+    """The display formulas scored as formulas (truth, prediction), as written: what upstream's CDM renders."""
+    entries = _match(prediction, truth)[0]
+    return [(e.gt, e.pred) for e in entries if e.category == cat.FORMULA and e.pred_kind in _FORMULA_KINDS]
+
+
+def score_page(prediction: str, truth: TruthPage) -> PageScore:
+    """OmniDocBench v1.5's values for one predicted page (markdown) against its truth."""
+    entries, values, tables, notes = _match(prediction, truth)
     text = [e for e in entries if e.category in cat.TEXT_MATCHED and e.category not in cat.TEXT_NOT_SCORED]
     formulas = [e for e in entries if e.category == cat.FORMULA]
     values[READING] = _reading_order(text) if text else None
