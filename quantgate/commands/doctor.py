@@ -32,6 +32,7 @@ def cmd_doctor(a: argparse.Namespace) -> int:
         info["gpu"] = None
     ver, why = probe_version(a.vllm_cmd or os.environ.get(VLLM_ENV))
     info["vllm"] = {"version": ver, "status": why}
+    info["formula_cdm"] = _cdm_toolchain()
     if a.json:
         print_json(info)
         return 0
@@ -40,4 +41,15 @@ def cmd_doctor(a: argparse.Namespace) -> int:
     print(f"{'git commit':>20}: {info['git_commit'] or '- (not a git checkout)'}")
     print(f"{'gpu':>20}: {info['gpu'] or 'none visible (CPU only)'}")
     print(f"{'vllm':>20}: {ver or '-'} ({why})")
+    print(f"{'formula CDM':>20}: {info['formula_cdm']['status']}")
     return 0
+
+
+def _cdm_toolchain() -> dict:
+    """Whether OmniDocBench v1.5's formula CDM can run here (its LaTeX toolchain), and what installs it if not."""
+    from quantgate.scoring.omnidoc.cdm_render import MAKE_TARGET, missing_packages
+
+    missing = missing_packages()
+    status = "ready (XeLaTeX, Ghostscript, CJK font)" if not missing else \
+        f"missing Debian packages {' '.join(missing)} (install: {MAKE_TARGET})"
+    return {"ready": not missing, "missing": missing, "status": status}

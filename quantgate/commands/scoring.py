@@ -120,7 +120,7 @@ def cmd_score(a: argparse.Namespace) -> int:
     n_empty = sum(r.empty for r in rows)
     n_missing = sum(r.error == "missing" for r in rows)
     failed, truncated = not_scored(rows), [r.page_id for r in rows if r.truncated]
-    omnidoc = omnidoc15 = None
+    omnidoc = omnidoc15 = overall = None
     families = {m.spec.family for m in metrics}
     if families & {"omnidoc", "omnidoc15"}:
         from quantgate.scoring.omnidoc import adapter, v15
@@ -130,6 +130,7 @@ def cmd_score(a: argparse.Namespace) -> int:
         texts, truths = model_texts(preds), {p.id: ps.omnidoc_truth_text(p) for p in pages if p.id not in failed}
         omnidoc = adapter.set_scores(texts, truths) if "omnidoc" in families else None
         omnidoc15 = v15.set_scores(texts, truths) if "omnidoc15" in families else None
+        overall = v15.overall(omnidoc15.set_values, texts, truths) if omnidoc15 else None
     empty_bar = None
     if any(m.name == "checks" for m in metrics):
         from quantgate.judge.compare import empty_output_mean
@@ -159,8 +160,10 @@ def cmd_score(a: argparse.Namespace) -> int:
                     "truncated": truncated,
                     "metrics": [x.model_dump() | {"not_scored": len(rows) - x.n} for x in summ]}
                    | ({"omnidoc": omnidoc.model_dump()} if omnidoc else {})
-                   | ({"omnidoc15": omnidoc15.model_dump() | {"overall": None, "overall_why": v15.OVERALL_WHY}}
-                      if omnidoc15 else {})
+                   | ({"omnidoc15": omnidoc15.model_dump() | {"overall": overall.value, "overall_why": overall.why,
+                                                                "formula_cdm": overall.formula_cdm,
+                                                                "formula_cdm_notes": overall.notes}}
+                      if omnidoc15 and overall else {})
                    | ({"checks_empty_output": empty_bar} if empty_bar is not None else {})
                    | ({"parsebench": board.model_dump()} if board else {}))
         return 0
@@ -204,7 +207,13 @@ def cmd_score(a: argparse.Namespace) -> int:
             n = omnidoc15.pages_scored[name]
             print(f"  {name:<{width}}{'n/a' if v is None else f'{v:.4f}':>8}   ({n} pages scored, "
                   f"{omnidoc15.pages_with_truth - n} without its category)")
-        print(f"  {v15.OVERALL_WHY}")
+        if overall and overall.value is not None:
+            print(f"  Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 = {overall.value:.2f} (formula "
+                  f"CDM {overall.formula_cdm:.4f}, the mean over {overall.formulas} display formulas)")
+        elif overall:
+            print(f"  {overall.why}")
+        for note in overall.notes if overall else []:
+            print(f"  note: {note}")
         for note in omnidoc15.notes:
             print(f"  note: {note}")
     print(f"{len(rows) - len(failed)} pages scored, {n_empty} empty outputs ({n_missing} missing) -> {a.output}")

@@ -7,15 +7,16 @@ the mean over all tables. What v1.5 adds: a truth formula matched to a predictio
 formula read as Unicode by pylatexenc against the text), a predicted LaTeX table scores TEDS 0 and edit distance 1
 (upstream no longer converts it), and a predicted table no truth table took offers its cells to the text match.
 
-Formulas are scored by normalised edit distance, not CDM: quantgate's CDM (``cdm_*.py``: renderer, colouring and
-matching, each equal to upstream's on the demo) still lacks upstream's tokenizer, im2markup's lenient KaTeX fork.
-So the headline Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3 is not computed
-(:data:`OVERALL_WHY`) rather than computed with the edit distance in CDM's place."""
+Per page, formulas are scored by normalised edit distance (``omnidoc15_formula_edit``, named so). The headline
+Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3 takes formula CDM (:mod:`.cdm`) over the set where
+its LaTeX toolchain is installed (:func:`overall`); elsewhere it is not computed (:data:`OVERALL_WHY`) rather than
+computed with the edit distance in CDM's place."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 from quantgate.schema.omnidoc import PageScore, SetScores, TruthPage
 from quantgate.scoring.omnidoc import categories as cat
@@ -28,9 +29,9 @@ TEDS_STRUCT, TABLE_EDIT = "omnidoc15_table_teds_struct", "omnidoc15_table_edit"
 METRICS = (TEXT, FORMULA, TEDS, READING)  # the registered, per-page ones
 VALUES = (*METRICS, TEDS_STRUCT, TABLE_EDIT)  # also computed, printed as upstream's whole-set table has them
 PER_TABLE = (TEDS, TEDS_STRUCT)
-OVERALL_WHY = ("Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 is not computed: quantgate's formula "
-               "CDM is not complete yet (its LaTeX tokenizer is missing); omnidoc15_formula_edit is the "
-               "edit-distance fallback, not CDM")
+OVERALL_WHY = ("Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 is not computed: formula CDM renders "
+               "formulas with XeLaTeX and Ghostscript, not installed here (make setup-cdm); omnidoc15_formula_edit "
+               "is the edit-distance fallback, not CDM")
 _FORMULA_KINDS = ("equation_inline", "equation_isolated", "")
 
 
@@ -151,6 +152,34 @@ def aggregate(pages: list[PageScore]) -> dict[str, float | None]:
                  else [v for p in pages if (v := p.values.get(name)) is not None])
         out[name] = sum(units) / len(units) if units else None
     return out
+
+
+class Overall(NamedTuple):
+    value: float | None  # on upstream's 0-100 scale
+    formula_cdm: float | None  # the mean over the set's formulas
+    formulas: int
+    why: str | None  # why value is None
+    notes: list[str]
+
+
+def overall(set_values: dict[str, float | None], preds: dict[str, str | None],
+            truths: dict[str, str | None]) -> Overall:
+    """OmniDocBench v1.5's headline over the pages with truth: their formula CDM (rendered; the pairs v1.5's match
+    scores as formulas) with the set's text edit distance and table TEDS. Not computed, and said why, where the
+    toolchain is missing or a part has no value on these pages."""
+    from quantgate.scoring.omnidoc import cdm, cdm_render
+    from quantgate.scoring.omnidoc.truth import parse_truth
+
+    missing = cdm_render.missing_packages()
+    if missing:
+        return Overall(None, None, 0, f"{OVERALL_WHY} (missing: {' '.join(missing)})", [])
+    pages = {pid: formula_pairs(preds.get(pid) or "", parse_truth(t, image="page", source="page truth"))
+             for pid, t in truths.items() if t is not None}
+    _, whole, notes = cdm.set_cdm(pages)
+    value = cdm.overall(set_values.get(TEXT), set_values.get(TEDS), whole)
+    why = None if value is not None else ("Overall is not computed: these pages have no matched text, no truth "
+                                          "table or no display formula, and it needs all three")
+    return Overall(value, whole, sum(len(v) for v in pages.values()), why, notes)
 
 
 @lru_cache(maxsize=64)
