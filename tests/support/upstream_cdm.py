@@ -72,7 +72,10 @@ TOKENIZER = MODULES / "tokenize_latex" / "preprocess_formula.js"
 def tokenizer_missing() -> str | None:
     import shutil
 
-    return oracle_missing(TOKENIZER) or (None if shutil.which("node") else "node is not installed")
+    from tests.support.paths import ORACLE_ABSENT
+
+    return oracle_missing(TOKENIZER) or (None if shutil.which("node") else
+                                         f"{ORACLE_ABSENT}: node is not installed (make setup installs it)")
 
 
 def tokenizer(lines: list[str]) -> list[str]:
