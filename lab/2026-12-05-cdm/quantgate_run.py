@@ -1,10 +1,11 @@
-"""quantgate's own formula CDM (quantgate/scoring/omnidoc/cdm.py) on the 18 demo pages, beside upstream's (upstream.json).
+"""quantgate's own formula CDM (quantgate/scoring/omnidoc/cdm.py) on the 18 demo pages, beside upstream's (upstream.json.gz).
 
 Run from the repository root after `make setup-cdm`: ``.venv/bin/python lab/2026-12-05-cdm/quantgate_run.py``.
 Writes quantgate.json here and prints both per page, over the set, and Overall, with the wall time."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ def main() -> None:
            "per_page_cdm": {k: v for k, v in sorted(per_page.items()) if v is not None}, "notes": notes,
            "formulas": sum(map(len, pairs.values())), "seconds": round(took, 1)}
     (HERE / "quantgate.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    up = json.loads((HERE / "upstream.json").read_text(encoding="utf-8"))
+    up = json.loads(gzip.decompress((HERE / "upstream.json.gz").read_bytes()))
     print(f"{'':<40}{'quantgate':>10}{'upstream':>10}")
     for page, value in out["per_page_cdm"].items():
         print(f"{page[:38]:<40}{value:>10.4f}{up['per_page_cdm'][page + '.jpg']:>10.4f}")

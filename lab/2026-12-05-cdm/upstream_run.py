@@ -4,7 +4,7 @@ real ``CDM`` metric on the display formulas of the 18 demo pages, under the nume
 own CDM must equal come from upstream's code as its authors run it.
 
 Run from the repository root with that venv's python: ``VENV/bin/python lab/2026-12-05-cdm/upstream_run.py``.
-Writes upstream.json here: the whole-set values, CDM per formula (upstream's per_sample file, with each formula's
+Writes upstream.json.gz here: the whole-set values, CDM per formula (upstream's per_sample file, with each formula's
 page and its truth/prediction LaTeX), CDM per page (the mean over the page's formulas) and Overall.
 
 Stand-ins, outside what is measured: ``evaluate`` and ``mmeval`` (BLEU/METEOR's and layout detection's, imported at
@@ -17,6 +17,7 @@ the copy uses, and the output file: ``--cjk-font "Source Han Sans SC"`` runs ups
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -90,8 +91,8 @@ def main() -> None:
                    "overall": ((1 - text) * 100 + teds * 100 + cdm * 100) / 3},
            "per_page_cdm": {p: sum(v) / len(v) for p, v in sorted(pages.items())},
            "formulas": formulas}
-    name = "upstream.json" if font == "Noto Sans CJK SC" else f"upstream-{font.replace(' ', '-').lower()}.json"
-    (HERE / name).write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    name = "upstream.json.gz" if font == "Noto Sans CJK SC" else f"upstream-{font.replace(' ', '-').lower()}.json.gz"
+    (HERE / name).write_bytes(gzip.compress((json.dumps(out, indent=1, ensure_ascii=False) + "\n").encode(), mtime=0))
     print(json.dumps(out["set"], indent=1))
     print(json.dumps(out["per_page_cdm"], indent=1))
     shutil.rmtree(work, ignore_errors=True)
