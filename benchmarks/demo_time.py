@@ -1,6 +1,6 @@
 """Where the demo's wall time goes: runs `quantgate demo` in a fresh folder and reports
 wall time per part — quantize per variant, server starts, page requests per level, lm-eval, scoring
-and report — then prints a table and writes benchmarks/results/demo_time.json (or --out).
+and report — then prints a table and writes benchmarks/results/demo_time.json.gz (or --out).
 
     python benchmarks/demo_time.py [--pages 40] [--label after] [--src DIR] [--out FILE]
 
@@ -27,6 +27,8 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from results_io import read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,7 +156,7 @@ def main() -> None:
     ap.add_argument("--src", type=Path, default=ROOT, help="the quantgate checkout to time (default: this one)")
     ap.add_argument("--label", default="after", help="key of this run in the JSON (before / after)")
     ap.add_argument("--keep", type=Path, help="run the demo in this folder and keep it (default: a temporary one)")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "demo_time.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "demo_time.json.gz")
     a = ap.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -181,10 +183,10 @@ def main() -> None:
     for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"{k:<44}{v:>9.1f}{v / wall:>8.0%}")
     print(f"console: {len(console)} lines, {raw_chars} characters")
-    results = json.loads(a.out.read_text("utf-8")) if a.out.is_file() else {}
+    results = read_json(a.out) if a.out.is_file() else {}
     results[a.label] = res
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_json(a.out, results)
     print(f"-> {a.out}")
 
 

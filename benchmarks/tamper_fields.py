@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gzip
 import json
 import shutil
 import signal
 import tempfile
 import time
 from pathlib import Path
+
+from results_io import write_text
 
 # summary.json fields the gate does not vouch for, and why an edit of them changes no verdict (the gate prints
 # this list on every run: quantgate.gate.check.NOT_VOUCHED)
@@ -165,11 +166,7 @@ def write(path: Path, head: dict, rows: list[dict]) -> None:
     text, and the tracked tree has a size budget)."""
     cases = [{k: v for k, v in r.items() if k != "detail" or r["result"] != "detected"} for r in rows]
     body = ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases)
-    text = json.dumps(head, indent=1)[:-2] + ',\n "cases": [\n' + body + "\n ]\n}\n"
-    if path.suffix == ".gz":
-        path.write_bytes(gzip.compress(text.encode(), mtime=0))
-    else:
-        path.write_text(text)
+    write_text(path, json.dumps(head, indent=1)[:-2] + ',\n "cases": [\n' + body + "\n ]\n}\n")
 
 
 def main() -> None:

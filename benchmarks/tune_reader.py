@@ -6,7 +6,7 @@ the size-vs-`ned` plane (held-out pages, transformers serve).
 
 One study folder holds everything: the uniform presets are served once (`quantgate study`), then each
 budget's `quantgate tune` adds its trials to the same folder, reusing the served baseline. Runs under
-`nice`. Writes benchmarks/results/tune_reader.json (a `trials` list: recipe, bytes, verdicts; the
+`nice`. Writes benchmarks/results/tune_reader.json.gz (a `trials` list: recipe, bytes, verdicts; the
 Pareto comparison) and benchmarks/results/tune_reader_pareto.svg, and prints the tables."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from results_io import read_json, write_json
 from sensitivity_reader import qg, reader_pages  # one CLI runner for the reader benchmarks (benchmarks/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,13 +141,13 @@ def plot(presets: list[dict], trials: list[dict], recs: list[dict], path: Path, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=Path("/tmp/qg-tune-bench"))
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/tune_reader.json")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/tune_reader.json.gz")
     ap.add_argument("--budgets", default=",".join(BUDGETS))
     ap.add_argument("--max-trials", type=int, default=4)
     ap.add_argument("--plot-only", action="store_true", help="redraw the SVG from the committed JSON")
     a = ap.parse_args()
     if a.plot_only:
-        d = json.loads(a.out.read_text())
+        d = read_json(a.out)
         plot(d["presets"]["variants"], d["trials"], d["pareto"]["recommended"], a.out.with_name("tune_reader_pareto.svg"))
         return
     os.nice(10)  # the CPU is shared
@@ -231,7 +232,7 @@ def main() -> None:
     plot(presets, trials, recs, a.out.with_name("tune_reader_pareto.svg"))
     result["report"] = "the study folder's report.md/html (not committed) carries the same trials table and heat map"
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(result, indent=1, allow_nan=False) + "\n")
+    write_json(a.out, result, allow_nan=False)
     print(f"wrote {a.out} and {a.out.with_name('tune_reader_pareto.svg')}")
 
 

@@ -16,7 +16,6 @@ MIN_DOCUMENTS; and the verdict's default 10,000 resamples against the simulation
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from results_io import read_json, write_json
 from scipy.stats import beta as beta_dist
 
 from quantgate.judge import clustered as C
@@ -182,8 +182,7 @@ def _key(model, shape, p) -> str:
 
 def _load_calibration(path: Path) -> None:
     if path.exists():
-        raw = path.read_bytes()
-        for k, v in json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw).get("calibrated", {}).items():
+        for k, v in read_json(path).get("calibrated", {}).items():
             _CALIBRATED[k] = {a: ({int(j): x for j, x in b.items()} if isinstance(b, dict) else b)
                               for a, b in v.items()}
 
@@ -623,10 +622,7 @@ def main(argv=None) -> dict:
     res["wall_s"] = round(time.perf_counter() - t0, 1)
     if not a.quick or a.out != OUT:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = a.out.with_suffix(".tmp")
-        text = (json.dumps(res, indent=1) + "\n").encode()
-        tmp.write_bytes(gzip.compress(text, mtime=0) if a.out.suffix == ".gz" else text)
-        tmp.replace(a.out)
+        write_json(a.out, res)
     print(f"every cell meets its targets: {res['all_targets_met']}; wall {res['wall_s']:.0f} s")
     return res
 
