@@ -10,8 +10,10 @@ numbers each row keeps (``ScoreRow.units``, written by ``scoring.units``): OmniD
 TEDS sums over their tables, and ParseBench's leaderboard numbers (each dimension, each rule type) are read off the
 rows' units whatever dimensions the scorer has, so a dimension added there shows here with no change. A score file
 written before rows kept units gives table TEDS as the mean of the pages' values and no rule-type pass rates, and
-says so where it is printed. OmniDocBench v1.5's Overall needs formula CDM, which quantgate does not compute: it is
-labelled not computed, never filled in with the edit distance."""
+says so where it is printed. OmniDocBench v1.5's Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3
+takes formula CDM pooled over formulas from the rows' units (kept where ``omnidoc15_formula_cdm`` was scored: the
+rows then carry the metric, null on a page without a formula); where a variant's rows do not carry it, Overall is labelled not computed, with why, never filled in with the edit
+distance."""
 
 from __future__ import annotations
 
@@ -24,11 +26,18 @@ from quantgate.errors import InputError
 from quantgate.io.fileio import sha256_file
 from quantgate.io.scores import read_scores
 from quantgate.reports.sections import register_section
-from quantgate.schema.metrics import METRICS
+from quantgate.schema.metrics import METRICS, omnidoc15_overall
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.summary import SUMMARY, Summary, load_summary
 
-OVERALL = "Overall: not computed (needs formula CDM, which quantgate does not run)"
+CDM = "omnidoc15_formula_cdm"
+OVERALL = "Overall"
+OVERALL_HOW = "((1 - text edit)·100 + table TEDS + formula CDM) / 3, as upstream"
+OVERALL_MISSING = ("Overall: not computed for {}: the rows carry no formula CDM (scored without "
+                   "omnidoc15_formula_cdm: its LaTeX toolchain was not installed when the pages were scored, or the "
+                   "files were scored before quantgate computed it; `make setup-cdm`, then score with "
+                   "--metrics omnidoc15,omnidoc15_formula_cdm)")
+OVERALL_EMPTY = "Overall: not computed for {}: their pages have no matched text, no truth table or no display formula"
 POOLED = "mean over all tables, as upstream"
 TEDS_NOTE = ("mean of the pages' TEDS; upstream averages over tables (equal when each page has one): {} scored "
              "before score rows kept each page's tables")
@@ -72,7 +81,8 @@ FAMILIES = (
         Head("omnidoc15_text_edit", "text edit distance"),
         Head("omnidoc15_formula_edit", "formula edit distance", "the edit-distance fallback, not CDM"),
         Head("omnidoc15_table_teds", "table TEDS", POOLED, per_unit=True),
-        Head("omnidoc15_reading_order", "reading order edit distance")), (OVERALL,)),
+        Head(CDM, "formula CDM", "mean over all formulas, as upstream", per_unit=True),
+        Head("omnidoc15_reading_order", "reading order edit distance"))),
     Family("OmniDocBench v1.0", "omnidoc", (
         Head("omnidoc_text_edit", "text edit distance"),
         Head("omnidoc_formula_edit", "formula edit distance"),
@@ -145,7 +155,29 @@ def family_headlines(fam: Family, ms: list[str], scores: dict[str, dict[str, Sco
             heads.append(Headline(key, None, None, {v: pooled(rows, fam.family, key) for v, rows in scores.items()
                                                     if v not in old}))
     notes = [fam.without_units.format(", ".join(old))] if old and fam.without_units else []
+    if fam.family == "omnidoc15":
+        head, why = overall(scores)
+        heads += [head] if head else []
+        notes += why
     return heads, notes
+
+
+def overall(scores: dict[str, dict[str, ScoreRow]]) -> tuple[Headline | None, list[str]]:
+    """OmniDocBench v1.5's Overall per variant, from the same numbers its headlines print (text edit: the page
+    mean; table TEDS and formula CDM: pooled over tables and formulas), when every variant's rows carry formula
+    CDM; else none, and why (a variant compared without it would be no comparison)."""
+    if not scores:
+        return None, []
+    # scored on CDM: the rows carry the metric (null on a page without a display formula, which keeps no units)
+    keyed = {v: any(CDM in (r.model_extra or {}) for r in rows.values()) for v, rows in scores.items()}
+    if not all(keyed.values()):
+        return None, [OVERALL_MISSING.format(", ".join(v for v, k in keyed.items() if not k))]
+    values = {v: omnidoc15_overall(headline(rows, "omnidoc15_text_edit")[0],
+                                   pooled(rows, "omnidoc15", "omnidoc15_table_teds")[0],
+                                   pooled(rows, "omnidoc15", CDM)[0]) for v, rows in scores.items()}
+    empty = [v for v, x in values.items() if x is None]
+    return (Headline(OVERALL, None, OVERALL_HOW, {v: (x, len(scores[v])) for v, x in values.items()}),
+            [OVERALL_EMPTY.format(", ".join(empty))] if empty else [])
 
 
 def score_path(r: Summary, variant: str) -> str:

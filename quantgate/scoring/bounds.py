@@ -48,6 +48,9 @@ g ≤ 2d1/(β + k) ≤ 2d1/(s + 2d1) = x/(s + x). If d2 > d1, 2m ≤ β + k give
 **range_if_changed** (table_teds, the OmniDocBench family): a metric's score depends on the output only through
 what it reads, so equal reads score alike on every truth (0); otherwise the damage is at most the metric's range.
 table_teds reads the output's tables, so a page whose text changed and whose tables did not is bounded by 0.
+omnidoc15_formula_cdm reads the whole output, not only its formulas: v1.5's hybrid match decides which truth formulas
+are scored as formulas, and a text line added beside unchanged formulas can take one into the text match and move
+the page's CDM (a test shows it), so only an identical output is bounded by 0.
 ned's argument does not carry over to TEDS: its cell rename cost, rapidfuzz's normalized distance, breaks the
 triangle inequality (ab → aba → ba costs 1/3 + 1/3, ab → ba costs 1), so the tree edit distance need not obey it.
 

@@ -35,6 +35,9 @@ class Metric:
     # score_one's empty rule), so two outputs that read the same score the same on every truth — what the
     # truth-free bounds (scoring.bounds) are computed on. Default: the text as given.
     reads: Callable[[str], Any] = _as_given
+    # what it needs installed: raises an InputError saying what is missing and how to install it (None: nothing).
+    # parse_metric_list calls it, so asking for the metric fails before anything is served or scored
+    requires: Callable[[], None] | None = None
 
     @property
     def name(self) -> str:
@@ -56,8 +59,8 @@ class Metric:
 REGISTRY: dict[str, Metric] = {}
 
 
-def metric(name: str, *, needs: Needs, worst: float, reads: Callable[[str], Any] = _as_given
-           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def metric(name: str, *, needs: Needs, worst: float, reads: Callable[[str], Any] = _as_given,
+           requires: Callable[[], None] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the function below as the implementation of the metric ``name`` declares in
     ``schema.metrics.METRICS``: ``(pred, truth) -> float | None`` (``None``: not applicable to the page), or
     ``(pred, checks)`` when it ``needs`` checks. ``reads``: what of the prediction it scores (``Metric.reads``)."""
@@ -67,7 +70,7 @@ def metric(name: str, *, needs: Needs, worst: float, reads: Callable[[str], Any]
             raise ValueError(f"metric {name!r} has no spec in quantgate.schema.metrics.METRICS")
         if name in REGISTRY:
             raise ValueError(f"metric {name!r} registered twice")
-        REGISTRY[name] = Metric(METRICS[name], needs, worst, fn, reads)
+        REGISTRY[name] = Metric(METRICS[name], needs, worst, fn, reads, requires)
         return fn
 
     return deco
@@ -87,6 +90,9 @@ def parse_metric_list(spec: str | list[str] | None) -> list[Metric]:
         for name in FAMILIES.get(n, [n] if n else []):
             if get_metric(name) not in out:
                 out.append(get_metric(name))
+    for m in out:
+        if m.requires is not None:
+            m.requires()
     return out
 
 
@@ -156,6 +162,15 @@ def _register_omnidoc() -> None:
         metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(metric_fn(name))
     for name in FAMILIES["omnidoc15"]:  # v1.5 reads the same block-level truth
         metric(name, needs="omnidoc", worst=0.0 if METRICS[name].higher_is_better else 1.0)(v15.metric_fn(name))
+    # formula CDM, by name only (schema.metrics.BY_NAME_ONLY); without XeLaTeX and Ghostscript one InputError naming
+    # the packages and make setup-cdm (omnidoc15_formula_edit, the edit-distance fallback, runs anywhere)
+    metric(v15.CDM, needs="omnidoc", worst=0.0, requires=_cdm_toolchain)(v15.metric_fn(v15.CDM))
+
+
+def _cdm_toolchain() -> None:
+    from quantgate.scoring.omnidoc.cdm_render import require_toolchain
+
+    require_toolchain()
 
 
 _register_omnidoc()

@@ -4,6 +4,9 @@ outputs (the report is a stage of its own and cannot import the scorers):
 
 - OmniDocBench's table TEDS (v1.0 and v1.5): upstream averages over tables, so a page keeps its TEDS sum and its
   table count (the tables its family's ``score_page`` scored: ``PageScore.tables``);
+- OmniDocBench v1.5's formula CDM, where ``omnidoc15_formula_cdm`` is scored: upstream averages over formulas, so a
+  page with display formulas keeps its CDM sum and formula count (the row's own metric key, null on a page without
+  one, is what tells the report that CDM was scored);
 - ParseBench: every number of upstream's leaderboard (``parsebench.leaderboard``: each dimension's headline and
   each rule type's pass rate), each the page's own value as one unit, since upstream averages those over pages.
   They are read off the leaderboard of the page alone, so a dimension added to ``leaderboard.DIMENSIONS`` is kept
@@ -57,6 +60,13 @@ def page_units(metrics: Sequence[Metric], text: str | None, omnidoc_truth: str |
     for family, teds in TABLE_TEDS.items():
         if family in families and omnidoc_truth is not None:
             units[family] = _omnidoc(family, text or "", omnidoc_truth) if teds in names else {}
+    if "omnidoc15" in families and omnidoc_truth is not None:
+        from quantgate.scoring.omnidoc.v15 import CDM, page_cdm
+
+        if CDM in names:
+            values = page_cdm(text or "", omnidoc_truth)[0]  # the metric's own rendering (cached), never a second
+            if values:
+                units.setdefault("omnidoc15", {})[CDM] = (sum(values), len(values))
     if "parsebench" in families and parsebench:
         units["parsebench"] = _parsebench(parsebench, text, names)
     return units

@@ -213,7 +213,9 @@ def render_study(mf: ModelFacts, pf: PageFacts, yaml_path: Path, backend: str, v
 
 def choose_metrics(pf: PageFacts) -> list[tuple[list[str], str]]:
     """(metrics, why) for each kind of truth the held-out pages hold."""
-    from quantgate.schema.metrics import METRICS
+    from quantgate.schema.metrics import BY_NAME_ONLY, METRICS
+    from quantgate.scoring.omnidoc.cdm_render import MAKE_TARGET, missing_packages
+    from quantgate.scoring.omnidoc.v15 import CDM
 
     out = []
     if pf.heldout_truth:
@@ -223,9 +225,14 @@ def choose_metrics(pf: PageFacts) -> list[tuple[list[str], str]]:
         out.append((["table_teds"], "the truth has tables (HTML or pipe tables), scored by tree edit distance"))
     if pf.omnidoc:
         # v1.5 is the protocol the field reports now (v1.0 values do not compare with it); v1.0 stays by name
-        family = [m for m, spec in METRICS.items() if spec.family == "omnidoc15"]
-        out.append((family, f"{pf.omnidoc} page(s) have OmniDocBench block records (layout_dets), scored "
-                    "block-matched as OmniDocBench v1.5 does"))
+        family = [m for m, spec in METRICS.items() if spec.family == "omnidoc15" and m not in BY_NAME_ONLY]
+        # formula CDM (Overall's third part) where its toolchain is here, as doctor checks it; else how to get it
+        missing = missing_packages()
+        cdm = ("; formula CDM too (rendered with XeLaTeX, ~1 s a formula), which gives the report's Overall"
+               if not missing else f"; formula CDM (omnidoc15_formula_cdm, for the report's Overall) left out: its "
+               f"LaTeX toolchain is not installed ({' '.join(missing)}): {MAKE_TARGET}, then add it to metrics")
+        out.append((family + ([CDM] if not missing else []), f"{pf.omnidoc} page(s) have OmniDocBench block records "
+                    f"(layout_dets), scored block-matched as OmniDocBench v1.5 does{cdm}"))
     if pf.heldout_checks:
         out.append((["checks"], f"{pf.heldout_checks} olmOCR-bench check(s) on the pages (share passed)"))
     if pf.parsebench:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from quantgate.schema.metrics import omnidoc15_overall
 from quantgate.scoring.omnidoc import cdm_latex, cdm_render, cdm_tokenize
 
 
@@ -42,6 +43,17 @@ def formula_cdm(gt: str, pred: str) -> tuple[float, str | None]:
     return cdm_render.score_ready(ready(gt), ready(pred), workers=1)
 
 
+def page_cdm(pairs: list[tuple[str, str]], workers: int | None = None) -> tuple[list[float], list[str]]:
+    """Each formula pair's CDM, in order, and a note for each scored 0 because it did not render: one page's
+    formulas rendered in parallel (what the per-page metric and the score rows' units keep)."""
+    cdm_render.require_toolchain()
+    with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 1)) as pool:
+        scored = list(pool.map(lambda p: formula_cdm(*p), pairs))
+    return ([v for v, _ in scored],
+            [f"display formula {k + 1} scored CDM 0, it did not render ({why})" for k, (_, why) in enumerate(scored)
+             if why])
+
+
 def set_cdm(pages: dict[str, list[tuple[str, str]]], workers: int | None = None) \
         -> tuple[dict[str, float | None], float | None, list[str]]:
     """Per page (mean of its formulas; None without one), the set value (mean over all formulas) and notes for
@@ -61,8 +73,6 @@ def set_cdm(pages: dict[str, list[tuple[str, str]]], workers: int | None = None)
             sum(values) / len(values) if values else None, notes)
 
 
-def overall(text_edit: float | None, table_teds: float | None, formula_cdm: float | None) -> float | None:
-    """OmniDocBench v1.5's headline, on its 0-100 scale; None where a part has no value on the set."""
-    if text_edit is None or table_teds is None or formula_cdm is None:
-        return None
-    return ((1 - text_edit) * 100 + table_teds * 100 + formula_cdm * 100) / 3
+# OmniDocBench v1.5's headline, on its 0-100 scale; None where a part has no value on the set (one rule, in the
+# schema, which the report reads too)
+overall = omnidoc15_overall

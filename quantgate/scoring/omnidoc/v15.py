@@ -7,10 +7,12 @@ the mean over all tables. What v1.5 adds: a truth formula matched to a predictio
 formula read as Unicode by pylatexenc against the text), a predicted LaTeX table scores TEDS 0 and edit distance 1
 (upstream no longer converts it), and a predicted table no truth table took offers its cells to the text match.
 
-Per page, formulas are scored by normalised edit distance (``omnidoc15_formula_edit``, named so). The headline
-Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3 takes formula CDM (:mod:`.cdm`) over the set where
-its LaTeX toolchain is installed (:func:`overall`); elsewhere it is not computed (:data:`OVERALL_WHY`) rather than
-computed with the edit distance in CDM's place."""
+Per page, formulas are scored by normalised edit distance (``omnidoc15_formula_edit``, named so, runs anywhere)
+and, asked for by name where the LaTeX toolchain is installed, by CDM (``omnidoc15_formula_cdm``: the mean over
+the page's formulas; :func:`page_cdm` renders a page once per output and truth, for the metric, the score row's
+units and the headline alike). The headline Overall = ((1 − text edit)·100 + table TEDS + formula CDM) / 3 takes
+formula CDM over the set's formulas (:func:`overall`); without the toolchain it is not computed
+(:data:`OVERALL_WHY`) rather than computed with the edit distance in CDM's place."""
 
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ from quantgate.scoring.omnidoc.extract import Block
 TEXT, FORMULA, TEDS, READING = ("omnidoc15_text_edit", "omnidoc15_formula_edit", "omnidoc15_table_teds",
                                 "omnidoc15_reading_order")
 TEDS_STRUCT, TABLE_EDIT = "omnidoc15_table_teds_struct", "omnidoc15_table_edit"
-METRICS = (TEXT, FORMULA, TEDS, READING)  # the registered, per-page ones
+METRICS = (TEXT, FORMULA, TEDS, READING)  # the registered, per-page ones a family's name expands to
+# formula CDM, per page: registered too, asked for by name (schema.metrics.BY_NAME_ONLY: it renders, ~1 s a formula)
+CDM = "omnidoc15_formula_cdm"
 VALUES = (*METRICS, TEDS_STRUCT, TABLE_EDIT)  # also computed, printed as upstream's whole-set table has them
 PER_TABLE = (TEDS, TEDS_STRUCT)
 OVERALL_WHY = ("Overall = ((1 - text edit)*100 + table TEDS + formula CDM) / 3 is not computed: formula CDM renders "
@@ -168,18 +172,33 @@ def overall(set_values: dict[str, float | None], preds: dict[str, str | None],
     scores as formulas) with the set's text edit distance and table TEDS. Not computed, and said why, where the
     toolchain is missing or a part has no value on these pages."""
     from quantgate.scoring.omnidoc import cdm, cdm_render
-    from quantgate.scoring.omnidoc.truth import parse_truth
 
     missing = cdm_render.missing_packages()
     if missing:
         return Overall(None, None, 0, f"{OVERALL_WHY} (missing: {' '.join(missing)})", [])
-    pages = {pid: formula_pairs(preds.get(pid) or "", parse_truth(t, image="page", source="page truth"))
-             for pid, t in truths.items() if t is not None}
-    _, whole, notes = cdm.set_cdm(pages)
+    # page by page through the cache the per-page metric fills: a page scored on omnidoc15_formula_cdm too
+    # renders once
+    pages = {pid: page_cdm(preds.get(pid) or "", t) for pid, t in truths.items() if t is not None}
+    values = [v for vs, _ in pages.values() for v in vs]
+    whole = sum(values) / len(values) if values else None  # upstream's mean over formulas
     value = cdm.overall(set_values.get(TEXT), set_values.get(TEDS), whole)
     why = None if value is not None else ("Overall is not computed: these pages have no matched text, no truth "
                                           "table or no display formula, and it needs all three")
-    return Overall(value, whole, sum(len(v) for v in pages.values()), why, notes)
+    return Overall(value, whole, len(values), why, [f"{pid}: {n}" for pid, (_, ns) in pages.items() for n in ns])
+
+
+@lru_cache(maxsize=4096)
+def page_cdm(prediction: str, truth_text: str) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """Each of the page's display formulas' CDM (the pairs v1.5's match scores as formulas) and the notes on those
+    that did not render. Cached on (output, truth), as :func:`_scores` is: rendering costs ~1 s a formula, and the
+    metric, the row's units and ``score``'s Overall each ask. Raises ``CdmToolchainMissing`` (an InputError)
+    without the toolchain (never cached, so installing it mid-process is seen)."""
+    from quantgate.scoring.omnidoc import cdm
+    from quantgate.scoring.omnidoc.truth import parse_truth
+
+    values, notes = cdm.page_cdm(formula_pairs(prediction, parse_truth(truth_text, image="page",
+                                                                      source="page truth")))
+    return tuple(values), tuple(notes)
 
 
 @lru_cache(maxsize=64)
@@ -190,11 +209,15 @@ def _scores(prediction: str, truth_text: str) -> PageScore:
 
 
 def metric_fn(name: str) -> Callable[[str, str], float | None]:
-    """The metric as the registry calls it, ``fn(prediction, truth_text)``; one page's match serves all four."""
-    if name not in METRICS:
-        raise KeyError(f"{name!r} is not an OmniDocBench v1.5 metric; known: {', '.join(METRICS)}")
+    """The metric as the registry calls it, ``fn(prediction, truth_text)``; one page's match serves all four, one
+    page's rendering its formula CDM (None on a page with no display formula scored as a formula)."""
+    if name not in (*METRICS, CDM):
+        raise KeyError(f"{name!r} is not an OmniDocBench v1.5 metric; known: {', '.join((*METRICS, CDM))}")
 
     def fn(prediction: str, truth_text: str) -> float | None:
+        if name == CDM:
+            values = page_cdm(prediction or "", truth_text)[0]
+            return sum(values) / len(values) if values else None
         return _scores(prediction or "", truth_text).values[name]
 
     fn.__name__ = name

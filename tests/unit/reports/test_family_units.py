@@ -14,7 +14,15 @@ import pytest
 
 from quantgate.errors import InputError
 from quantgate.io.scores import read_scores, write_scores
-from quantgate.reports.families import FAMILIES, FamilyView, _cell, _tables, family_headlines
+from quantgate.reports.families import (
+    FAMILIES,
+    OVERALL_EMPTY,
+    OVERALL_MISSING,
+    FamilyView,
+    _cell,
+    _tables,
+    family_headlines,
+)
 from quantgate.schema.scores import ScoreRow
 
 V15, V10, PARSEBENCH, CHECKS = FAMILIES
@@ -47,7 +55,8 @@ def test_table_teds_pools_the_tables_and_an_older_file_gets_the_page_mean_and_a_
     assert "fp8 scored before score rows kept each page's tables" in printed["table TEDS"][2]
     assert printed["text edit distance"] == ["0.1000 (3 pages)", "0.1000 (3 pages)", "as upstream"]
     heads, notes = family_headlines(V15, ms, {"bf16": _teds_rows(True)})
-    assert [h.note for h in heads if h.name == "table TEDS"] == ["mean over all tables, as upstream"] and not notes
+    assert [h.note for h in heads if h.name == "table TEDS"] == ["mean over all tables, as upstream"]
+    assert notes == [OVERALL_MISSING.format("bf16")]  # scored without formula CDM: Overall says why it is missing
 
 
 def test_a_family_without_a_table_page_still_counts_as_keeping_units():
@@ -124,3 +133,36 @@ def test_a_file_that_never_scored_the_family_is_not_called_older():
     rows = {"p": ScoreRow(page_id="p", parsebench_content=None)}  # no page carried ParseBench rules
     _, notes = family_headlines(PARSEBENCH, ["parsebench_content"], {"bf16": rows})
     assert notes == []
+
+
+def _cdm_rows(cdm_units: list[tuple[float, float] | None]) -> dict[str, ScoreRow]:
+    """TEDS_PAGES' rows scored on formula CDM, with each page's units (None: a page without a formula)."""
+    rows = {}
+    for (pid, row), unit in zip(_teds_rows(True).items(), cdm_units, strict=True):
+        units = row.units | {"omnidoc15": row.units["omnidoc15"] | ({"omnidoc15_formula_cdm": unit} if unit else {})}
+        rows[pid] = ScoreRow(**row.line() | {"units": units,
+                                             "omnidoc15_formula_cdm": unit[0] / unit[1] if unit else None})
+    return rows
+
+
+def test_overall_pools_cdm_over_formulas_as_upstream_averages_them():
+    ms = ["omnidoc15_text_edit", "omnidoc15_table_teds", "omnidoc15_formula_cdm"]
+    # formulas: page a 3 (CDM 0.9, 0.8, 1.0), page b 1 (0.5), page c none: over formulas 3.2 / 4 = 0.8, where the
+    # mean of the pages' means would be (0.9 + 0.5) / 2 = 0.7
+    printed = _printed(V15, ms, {"bf16": _cdm_rows([(2.7, 3), (0.5, 1), None])})
+    assert printed["formula CDM"][0] == "0.8000 (2 pages)"
+    # ((1 - 0.1)·100 + 0.7·100 + 0.8·100) / 3, text edit the page mean, TEDS over tables (test above)
+    assert printed["Overall"] == [f"{(90 + 70 + 80) / 3:.4f} (3 pages)",
+                                  "((1 - text edit)·100 + table TEDS + formula CDM) / 3, as upstream"]
+
+
+def test_overall_is_not_computed_for_any_variant_when_one_lacks_formula_cdm():
+    ms = ["omnidoc15_text_edit", "omnidoc15_table_teds", "omnidoc15_formula_cdm"]
+    heads, notes = family_headlines(V15, ms, {"bf16": _cdm_rows([(2.7, 3), (0.5, 1), None]),
+                                              "fp8": _teds_rows(True)})
+    assert "Overall" not in [h.name for h in heads] and notes == [OVERALL_MISSING.format("fp8")]
+    assert "toolchain was not installed" in notes[0] and "make setup-cdm" in notes[0]
+    # keyed on every page but no page has a display formula: computed nowhere, and said why
+    heads, notes = family_headlines(V15, ms, {"bf16": _cdm_rows([None, None, None])})
+    assert [h.values for h in heads if h.name == "Overall"] == [{"bf16": (None, 3)}]
+    assert notes == [OVERALL_EMPTY.format("bf16")]

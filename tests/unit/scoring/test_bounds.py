@@ -276,3 +276,43 @@ def test_range_if_changed_holds_for_parsebench_tables(b, c, t):
     bound = truth_free_bound("parsebench_tables", b, c)
     assert (sb is None) == (sc is None)
     assert sb is None or sb - sc <= bound + TOL  # type: ignore[operator]
+
+
+# formula CDM's bound: the renderer is a stand-in here (tests/support/cdm_stand_in.py), the match and cache are real
+CDM_TRUTH = "Some words.\n\n$$a+b=c$$\n\n$$x^2$$\n"
+CDM_PIECES = st.sampled_from(["Some words.", "a+b=c", "$$a+b=c$$", "$$a+b=d$$", "$$q$$", "$$x^2$$", "x2"])
+
+
+def _cdm_damage(b: str, c: str, t: str) -> float | None:
+    m = get_metric("omnidoc15_formula_cdm")
+    sb, sc = (score_one(m, x, None, [], omnidoc_truth=t) for x in (b, c))
+    return None if sb is None or sc is None else sb - sc
+
+
+def test_formula_cdm_reads_the_whole_output_not_only_its_formulas(monkeypatch):
+    """The hybrid match decides which truth formulas are scored as formulas: a text line added next to unchanged
+    formulas takes a truth formula into the text match and moves the page's CDM, so the bound reads the output."""
+    from tests.support import cdm_stand_in
+
+    cdm_stand_in.install(monkeypatch)
+    b = "Some words.\n\na+b=c\n\n$$q$$\n\n$$x^2$$\n"
+    c = "Some words.\n\n$$q$$\n\n$$x^2$$\n"  # the same formulas, one text line fewer
+    d = _cdm_damage(b, c, CDM_TRUTH)
+    # 1.0 (x^2 alone) → the mean with a+b=c scored against q
+    assert d == pytest.approx(1 - (1 + cdm_stand_in.char_f1(r"\[a+b=c\]", r"\[q\]")) / 2) and d > 0
+    assert truth_free_bound("omnidoc15_formula_cdm", b, c) == 1.0
+    assert truth_free_bound("omnidoc15_formula_cdm", b, b) == 0.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(b=st.lists(CDM_PIECES, max_size=5), c=st.lists(CDM_PIECES, max_size=5),
+       t=st.lists(CDM_PIECES, min_size=1, max_size=4))
+def test_range_if_changed_holds_for_formula_cdm(monkeypatch, b, c, t):
+    from tests.support import cdm_stand_in
+
+    cdm_stand_in.install(monkeypatch)
+    b_text, c_text, t_text = ("\n\n".join(x) + "\n" for x in (b, c, t))
+    bound = truth_free_bound("omnidoc15_formula_cdm", b_text, c_text)
+    d = _cdm_damage(b_text, c_text, t_text)
+    assert bound == (0.0 if b_text == c_text else 1.0)
+    assert d is None or d <= bound + TOL

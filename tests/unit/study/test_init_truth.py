@@ -39,7 +39,11 @@ def _model(tmp_path) -> ModelFacts:
 
 
 @needs_omnidoc
-def test_init_on_omnidocbench_json_picks_the_omnidocbench_family(tmp_path):
+@pytest.mark.parametrize("missing", [[], ["texlive-xetex", "ghostscript"]])
+def test_init_on_omnidocbench_json_picks_the_omnidocbench_family(tmp_path, monkeypatch, missing):
+    from quantgate.scoring.omnidoc import cdm_render
+
+    monkeypatch.setattr(cdm_render, "missing_packages", lambda: missing)  # doctor's check, as this machine answers
     pages = json.loads(OMNIDOC_JSON.read_text("utf-8"))
     imgs = _images(tmp_path / "imgs", [p["page_info"]["image_path"].replace(".jpg", ".png") for p in pages])
     req = ImportRequest(truth=OMNIDOC_JSON, calibration_fraction=0.0, tags=["source:omnidoc-demo"],
@@ -51,8 +55,12 @@ def test_init_on_omnidocbench_json_picks_the_omnidocbench_family(tmp_path):
     assert "--document-pattern" in pf.imported and "--tag source:omnidoc-demo" in pf.imported
     text = render_study(_model(tmp_path), pf, tmp_path / "study.yaml", "transformers", None)
     body = yaml.safe_load(text)
-    family = [m for m, spec in METRICS.items() if spec.family == "omnidoc15"]
+    family = [m for m, spec in METRICS.items() if spec.family == "omnidoc15" and m != "omnidoc15_formula_cdm"]
     assert family and set(family) <= set(body["metrics"]) and "table_teds" in body["metrics"]
+    # formula CDM where its toolchain is installed; where not, the YAML says what installs it
+    assert ("omnidoc15_formula_cdm" in body["metrics"]) == (not missing)
+    assert ("make setup-cdm, then add it to metrics" in text) == bool(missing)
+    assert not missing or "texlive-xetex ghostscript" in text
     assert not any(METRICS[m].family == "omnidoc" for m in body["metrics"])  # v1.0's, only when asked for by name
     assert body["margins"] == {m: METRICS[m].margin for m in body["metrics"]}
     # each choice said in a comment, with what in the truth led to it
