@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--study", type=Path, help="a study folder: its measured speed-ups (repeated waves) per level")
     ap.add_argument("--check", help="the recipes predicted, comma-separated (default: every other profiled variant)")
     ap.add_argument("--session", type=Path, help="a committed GPU session folder (lab/DATE-WHAT): its "
-                    "study/speed.tar.gz and study/summary.json.gz, unpacked into a temporary folder, stand for "
+                    "study/speed.tar.xz and study/summary.json.gz, unpacked into a temporary folder, stand for "
                     "--step-profiles and --study")
     ap.add_argument("-o", "--out", type=Path, default=RESULTS / "speed_table_check.json")
     a = ap.parse_args(argv)
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     check = [v for v in a.check.split(",") if v] if a.check else None
     if a.session is not None:
         tmp = Path(tempfile.mkdtemp(prefix="speed-table-check-"))
-        with tarfile.open(a.session / "study" / "speed.tar.gz") as t:
+        with tarfile.open(a.session / "study" / "speed.tar.xz") as t:
             t.extractall(tmp, filter="data")  # refuses links and paths outside tmp
         (tmp / "summary.json").write_bytes(gzip.decompress((a.session / "study" / "summary.json.gz").read_bytes()))
         for f in (a.session / "study" / "runs").glob("*/speed-timings.jsonl.gz"):  # the waves' request timings

@@ -6,7 +6,7 @@ same text page by page.
     python lab/2026-11-30-nvfp4-paths/nvfp4_paths.py [--study DIR] [--out lab/2026-11-30-nvfp4-paths/nvfp4_paths.json]
 
 DIR: the serving-options study folder from the GPU session (default: extracted from
-lab/2026-11-30-h200-serving-options/serving_options_study.tar.gz). The CPU variants are built here with the
+lab/2026-11-30-h200-serving-options/serving_options_study.tar.xz). The CPU variants are built here with the
 study's own recipe, calibration pages and sample count; their weights are compared with the GPU-built
 ones by fingerprint (llmcompressor calibrates on another device there, so the bytes may differ — the
 JSON says whether they do)."""
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TARBALL = ROOT / "lab/2026-11-30-h200-serving-options/serving_options_study.tar.gz"
+TARBALL = ROOT / "lab/2026-11-30-h200-serving-options/serving_options_study.tar.xz"
 
 
 def texts(run_dir: Path, c: int = 1) -> dict[str, str]:

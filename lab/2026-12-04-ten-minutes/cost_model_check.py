@@ -46,7 +46,7 @@ def records(path: Path) -> list[RequestRecord]:
 
 def check(session: Path) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="cost-model-check-"))
-    with tarfile.open(session / "speed.tar.gz") as t:
+    with tarfile.open(session / "speed.tar.xz") as t:
         t.extractall(tmp, filter="data")  # refuses links and paths outside tmp
     summary = json.loads(gzip.decompress((session / "summary.json.gz").read_bytes()))
     profiles = [load_step_profile(p) for p in sorted((tmp / "speed").glob("*/c*.profile.json"))]

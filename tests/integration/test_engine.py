@@ -66,11 +66,11 @@ def test_the_wait_after_the_profiling_run_from_committed_logs():
     from quantgate.serve.backends.vllm import profile_wait_from_log
     from tests.integration.test_kernels import _log
 
-    tar = "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/"
+    tar = "2026-11-30-h200-parallel-studies/parallel_studies.tar.xz:gpu1/studies/"
     waits = {s: [profile_wait_from_log(_log(f"{tar}{s}/runs/{v}/server.log"))
                  for v in ("bf16", "fp8-dynamic", "mixed", "nvfp4")] for s in ("a_parallel_1gpu", "b_sequential_1gpu")}
     assert waits == {"a_parallel_1gpu": [122.0, 122.0, 122.0, 123.0], "b_sequential_1gpu": [8.0, 1.0, 1.0, 1.0]}
-    runs = "2026-12-02-h200-4b-study/session.tar.gz:study/runs/"
+    runs = "2026-12-02-h200-4b-study/session.tar.xz:study/runs/"
     assert [engine_from_log(_log(f"{runs}{v}/server.log")).profile_wait_s
             for v in ("bf16", "fp8-all", "w4a16-all")] == [8.0, 1.0, 1.0]
     assert engine_from_log(_log(f"{GPU_RESULTS}reader-vllm-bf16/server.log")).profile_wait_s is None

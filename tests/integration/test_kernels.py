@@ -51,16 +51,16 @@ COMMITTED = {
     "2026-11-30-h200-serving-options/session.tar.gz:sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
     "2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/nvfp4/server.log.gz": {FP4[0]: {FP4[1]: 2}},
     "2026-11-30-h200-parallel-studies/session.tar.gz:sweeps/mixed/server.log.gz": {FP8[0]: {FP8[1]: 2}, FP4[0]: {FP4[1]: 2}},
-    "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4/server.log":
+    "2026-11-30-h200-serving-options/serving_options_study.tar.xz:gpu1/studies/serving_options/runs/nvfp4/server.log":
         {FP4[0]: {FP4[1]: 1}},
-    "2026-11-30-h200-serving-options/serving_options_study.tar.gz:gpu1/studies/serving_options/runs/nvfp4-emulation/server.log":
+    "2026-11-30-h200-serving-options/serving_options_study.tar.xz:gpu1/studies/serving_options/runs/nvfp4-emulation/server.log":
         {"NVFP4": {"EmulationNvFp4LinearKernel": 1}},
-    "2026-11-30-h200-parallel-studies/parallel_studies.tar.gz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
+    "2026-11-30-h200-parallel-studies/parallel_studies.tar.xz:gpu1/studies/a_parallel_1gpu/runs/mixed/server.log":
         {FP8[0]: {FP8[1]: 1}, FP4[0]: {FP4[1]: 1}},
     # the 2026-12-02 H200 study: W4A16 on Hopper logs both Machete and Marlin
-    "2026-12-02-h200-4b-study/session.tar.gz:study/runs/bf16/server.log": {},
-    "2026-12-02-h200-4b-study/session.tar.gz:study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
-    "2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/server.log":
+    "2026-12-02-h200-4b-study/session.tar.xz:study/runs/bf16/server.log": {},
+    "2026-12-02-h200-4b-study/session.tar.xz:study/runs/fp8-all/server.log": {FP8[0]: {FP8[1]: 1}},
+    "2026-12-02-h200-4b-study/session.tar.xz:study/runs/w4a16-all/server.log":
         {"CompressedTensorsWNA16": {"MacheteLinearKernel": 1, "MarlinLinearKernel": 1}},
     # the 2026-12-03 H200 study: the same recipe with VLLM_DISABLED_KERNELS=MacheteLinearKernel logs Marlin only
     "2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/w4a16-all-marlin/server.log.gz":
@@ -109,15 +109,15 @@ def test_machete_and_marlin_both_recorded_and_a_machete_disabled_run_differs():
 
 def test_the_committed_w4a16_study_recorded_what_its_log_says():
     """The product's own run.json from the 2026-12-02 H200 study holds both kernels, as parsed from its log."""
-    run = _log("2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/run.json")
+    run = _log("2026-12-02-h200-4b-study/session.tar.xz:study/runs/w4a16-all/run.json")
     assert json.loads(run)["kernels"] == \
-        COMMITTED["2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/server.log"]
+        COMMITTED["2026-12-02-h200-4b-study/session.tar.xz:study/runs/w4a16-all/server.log"]
 
 
 def test_the_two_committed_w4a16_runs_are_told_apart_by_their_records():
     """Kernel truth on real runs: w4a16-all under vLLM's own kernel choice (2026-12-02) and with Machete disabled
     (2026-12-03) — the same recipe — differ in run.json's kernels and in the environment it records."""
-    default = json.loads(_log("2026-12-02-h200-4b-study/session.tar.gz:study/runs/w4a16-all/run.json"))
+    default = json.loads(_log("2026-12-02-h200-4b-study/session.tar.xz:study/runs/w4a16-all/run.json"))
     marlin = json.loads(_log("2026-12-03-h200-seven-variant-study/session.tar.gz:study/runs/w4a16-all-marlin/run.json"))
     assert default["kernels"] != marlin["kernels"] == {"CompressedTensorsWNA16": {"MarlinLinearKernel": 1}}
     assert marlin["engine"]["env"]["VLLM_DISABLED_KERNELS"] == "MacheteLinearKernel"

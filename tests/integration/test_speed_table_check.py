@@ -17,8 +17,8 @@ SESSION = REPO / "lab" / "2026-12-02-h200-4b-study"
 
 
 def _unpacked(tmp_path):
-    """The 2026-12-02 session's files, packed in its session.tar.gz, unpacked in-process into ``tmp_path``."""
-    with tarfile.open(SESSION / "session.tar.gz") as t:
+    """The 2026-12-02 session's files, packed in its session.tar.xz, unpacked in-process into ``tmp_path``."""
+    with tarfile.open(SESSION / "session.tar.xz") as t:
         t.extractall(tmp_path / "session", filter="data")
     return tmp_path / "session"
 

@@ -190,7 +190,7 @@ def profiled_study(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("tamper-profile") / "study"
     (out / "speed" / "fp8").mkdir(parents=True)
-    session = REPO / "lab" / "2026-12-03-h200-seven-variant-study" / "study" / "speed.tar.gz"
+    session = REPO / "lab" / "2026-12-03-h200-seven-variant-study" / "study" / "speed.tar.xz"
     with tarfile.open(session) as t:
         prof = json.loads(t.extractfile("speed/fp8-all/c1.profile.json").read()) | {"variant": "fp8"}
     (out / "speed" / "fp8" / "c1.profile.json").write_text(json.dumps(prof))

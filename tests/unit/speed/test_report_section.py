@@ -18,9 +18,9 @@ SESSION = Path(__file__).resolve().parents[3] / "lab" / "2026-12-02-h200-4b-stud
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> Path:
-    """The session's files, packed in its session.tar.gz (README there), unpacked in-process once."""
+    """The session's files, packed in its session.tar.xz (README there), unpacked in-process once."""
     d = tmp_path_factory.mktemp("dec02")
-    with tarfile.open(SESSION / "session.tar.gz") as t:
+    with tarfile.open(SESSION / "session.tar.xz") as t:
         t.extractall(d, filter="data")
     return d
 
@@ -107,9 +107,9 @@ DEC03 = SESSION.parent / "2026-12-03-h200-seven-variant-study"
 
 @pytest.fixture(scope="module")
 def dec03(tmp_path_factory) -> Path:
-    """The 2026-12-03 H200 study's decode profiles (study/speed.tar.gz, taken by its own servers: speed.profile)."""
+    """The 2026-12-03 H200 study's decode profiles (study/speed.tar.xz, taken by its own servers: speed.profile)."""
     d = tmp_path_factory.mktemp("dec03")
-    with tarfile.open(DEC03 / "study" / "speed.tar.gz") as t:
+    with tarfile.open(DEC03 / "study" / "speed.tar.xz") as t:
         t.extractall(d, filter="data")
     return d / "speed"
 
