@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quantgate.scoring.parsebench.text import flatten_cell
+from quantgate.scoring.parsebench.text import TableTooLarge, grid_rows, lay_out, top_level_tables
 
 MD_CONTEXT_LINES = 5  # lines kept before a markdown table
 HTML_CONTEXT_SIBLINGS, HTML_CONTEXT_CHARS = 3, 300  # elements kept before an HTML table, and their last characters
@@ -93,35 +93,23 @@ def _context_before(table) -> str:
 def html_tables(content: str) -> list[ChartTable]:
     """Every top-level HTML table (a nested one read as its text), spans laid out on the grid, <th> cells
     recorded as headers of the columns and rows they cover, <sup>/<sub> digits as Unicode, the caption put before
-    the context as ``<caption>...</caption>``. A span that is not a number raises ValueError, as upstream's does."""
-    from bs4 import BeautifulSoup
-
+    the context as ``<caption>...</caption>``. A span that is not a number raises ValueError, as upstream's does;
+    a table over the grid cap (``text.MAX_GRID_CELLS``) is left out, where upstream would try to lay it out."""
     out = []
-    tables = BeautifulSoup(content, "lxml").find_all("table")
-    for table in [t for t in tables if not any(p.name == "table" for p in t.parents)]:
-        for nested in table.find_all("table"):
-            nested.replace_with(nested.get_text(" ", strip=True))
+    for table in top_level_tables(content):
         caption = table.find("caption")
         caption_text = caption.get_text(strip=True) if caption else ""
-        grid: dict[tuple[int, int], str] = {}
         t = ChartTable([])
-        for r, tr in enumerate(table.find_all("tr")):
-            c = 0
-            for cell in tr.find_all(["th", "td"]):
-                while (r, c) in grid:
-                    c += 1
-                flatten_cell(cell)
-                text, down, across = cell.get_text().strip(), int(cell.get("rowspan", 1)), int(cell.get("colspan", 1))
-                grid.update({(i, j): text for i in range(r, r + down) for j in range(c, c + across)})
-                if cell.name == "th":
-                    for j in range(c, c + across):
-                        t.col_headers.setdefault(j, []).append(text)
-                    for i in range(r, r + down):
-                        t.row_headers.setdefault(i, []).append(text)
-                c += across
-        if grid:
-            height, width = max(i for i, _ in grid) + 1, max(j for _, j in grid) + 1
-            t.cells = [[grid.get((i, j), "") for j in range(width)] for i in range(height)]
+        try:
+            grid, placed = lay_out(table, int)
+            t.cells = grid_rows(grid)
+        except TableTooLarge:
+            continue
+        for p in (p for p in placed if p.header):
+            for j in range(p.col, p.col + p.across):
+                t.col_headers.setdefault(j, []).append(p.text)
+            for i in range(p.row, p.row + p.down):
+                t.row_headers.setdefault(i, []).append(p.text)
         context = _context_before(table)
         if caption_text:
             context = f"<caption>{caption_text}</caption> {context}" if context else f"<caption>{caption_text}</caption>"

@@ -10,8 +10,19 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from quantgate.scoring.tablegraph import markdown_tables
+
+# An HTML table is laid out cell by cell over the slots its spans cover, as upstream lays it out; a model's output
+# can ask for rowspan="100000" colspan="100000". Past this many slots (a 500 × 500 table; ParseBench's largest truth
+# tables are a few thousand cells) a table is not laid out: each reader says what it does instead.
+MAX_GRID_CELLS = 250_000
+
+
+class TableTooLarge(ValueError):
+    """A table whose spans would fill, or whose grid would span, more slots than ``MAX_GRID_CELLS``."""
 
 # Unicode punctuation that upstream folds to ASCII before anything else.
 _QUOTE_FOLD = str.maketrans({
@@ -149,33 +160,75 @@ def _int_or_one(raw: object) -> int:
         return 1
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A <th>/<td> cell where the grid walk put it: its top-left slot and the slots its spans cover."""
+    row: int
+    col: int
+    down: int
+    across: int
+    text: str
+    header: bool
+
+
+def lay_out(table, span: Callable[[object], int]) -> tuple[dict[tuple[int, int], str], list[Placed]]:
+    """Upstream's grid walk over one table's rows: each cell goes to the first slot of its row a span from above
+    has not filled, and its text fills every slot its ``rowspan``/``colspan`` cover (a later cell overwrites);
+    <sup>/<sub> digits as Unicode, <br> as a space. ``span`` reads a span attribute (the chart rules raise on one
+    that is not a number, the text rules read it as 1). Raises :class:`TableTooLarge` before filling past the cap."""
+    grid: dict[tuple[int, int], str] = {}
+    placed: list[Placed] = []
+    filled = 0
+    for r, tr in enumerate(table.find_all("tr")):
+        c = 0
+        for cell in tr.find_all(["th", "td"]):
+            while (r, c) in grid:
+                c += 1
+            flatten_cell(cell)
+            text, down, across = cell.get_text().strip(), span(cell.get("rowspan", 1)), span(cell.get("colspan", 1))
+            filled += max(down, 0) * max(across, 0)
+            if filled > MAX_GRID_CELLS:
+                raise TableTooLarge(f"its spans fill over {MAX_GRID_CELLS:,} grid slots")
+            grid.update({(i, j): text for i in range(r, r + down) for j in range(c, c + across)})
+            placed.append(Placed(r, c, down, across, text, cell.name == "th"))
+            c += across
+    return grid, placed
+
+
+def grid_rows(grid: dict[tuple[int, int], str]) -> list[list[str]]:
+    """The laid-out grid as rows ("" where nothing was placed); :class:`TableTooLarge` past the cap."""
+    if not grid:
+        return []
+    height, width = max(i for i, _ in grid) + 1, max(j for _, j in grid) + 1
+    if height * width > MAX_GRID_CELLS:
+        raise TableTooLarge(f"a {height} × {width} grid is over {MAX_GRID_CELLS:,} slots")
+    return [[grid.get((i, j), "") for j in range(width)] for i in range(height)]
+
+
+def top_level_tables(text: str) -> list:
+    """The HTML tables not inside another, each nested table replaced by its text (as upstream reads them)."""
+    from bs4 import BeautifulSoup
+
+    tables = BeautifulSoup(text, "lxml").find_all("table")
+    # chosen before any nested table is flattened: a flattened one no longer has a table above it
+    out = [t for t in tables if not any(p.name == "table" for p in t.parents)]
+    for table in out:
+        for nested in table.find_all("table"):
+            nested.replace_with(nested.get_text(" ", strip=True))
+    return out
+
+
 def html_grid_rows(text: str) -> list[list[str]]:
     """Each top-level HTML table as upstream's evaluator lays it out for text search: a grid where a spanned
     cell's text fills every slot it covers (quantgate's ``scoring.tablegraph`` keeps one cell per span, right for
-    structure but not for upstream's counts), a nested table read as its text, <sup>/<sub> digits as Unicode
-    super/subscripts, <br> as a space. All tables' rows in document order."""
-    from bs4 import BeautifulSoup
-
+    structure but not for upstream's counts), a nested table read as its text. All tables' rows in document order.
+    A table over the grid cap is left out of the search (upstream would try to lay it out)."""
     out: list[list[str]] = []
-    tables = BeautifulSoup(text, "lxml").find_all("table")
-    # chosen before any nested table is flattened: a flattened one no longer has a table above it
-    for table in [t for t in tables if not any(p.name == "table" for p in t.parents)]:
-        for nested in table.find_all("table"):
-            nested.replace_with(nested.get_text(" ", strip=True))
-        grid: dict[tuple[int, int], str] = {}
-        for r, tr in enumerate(table.find_all("tr")):
-            c = 0
-            for cell in tr.find_all(["th", "td"]):
-                while (r, c) in grid:
-                    c += 1
-                flatten_cell(cell)
-                value, down, across = cell.get_text().strip(), _int_or_one(cell.get("rowspan", 1)), \
-                    _int_or_one(cell.get("colspan", 1))
-                grid.update({(i, j): value for i in range(r, r + down) for j in range(c, c + across)})
-                c += across
-        if grid:
-            height, width = max(i for i, _ in grid) + 1, max(j for _, j in grid) + 1
-            out.extend([grid.get((i, j), "") for j in range(width)] for i in range(height))
+    for table in top_level_tables(text):
+        try:
+            out.extend(grid_rows(lay_out(table, _int_or_one)[0]))
+        except TableTooLarge:
+            continue
     return out
 
 

@@ -145,3 +145,25 @@ def test_page_score_equals_upstreams_chart_pass_rate(md, draw):
     rules = draw.draw(st.lists(rule(md).filter(_valid), min_size=1, max_size=5))
     theirs = P.page_metrics(rules, md).get("rule_chart_data_point_pass_rate")
     assert C.page_score([C.ChartPoint.model_validate(r) for r in rules], md) == pytest.approx(theirs, abs=1e-12)
+
+
+def test_a_table_whose_spans_would_fill_the_machine_is_left_out_of_the_content_and_chart_readings(monkeypatch):
+    """A model's output can ask for rowspan="100000" colspan="100000": laid out cell by cell, as upstream lays it
+    out, that is 10^10 slots. Past text.MAX_GRID_CELLS the content and chart readers leave such a table out (the
+    table dimension drops it as unparseable); the tables beside it are read as before."""
+    from quantgate.scoring.parsebench import text
+    from quantgate.scoring.parsebench.chart_tables import html_tables
+
+    plain = "<table><tr><th>a</th><th>b</th></tr><tr><td>1</td><td>2</td></tr></table>"
+    hostile = '<table><tr><td rowspan="100000" colspan="100000">x</td></tr></table>'
+    # each span under the cap, the box they make far over it
+    box = '<table><tr><td colspan="100000">x</td></tr><tr><td rowspan="100000">y</td></tr></table>'
+    for bad in (hostile, box):
+        assert text.html_grid_rows(bad + plain) == [["a", "b"], ["1", "2"]]
+        assert [t.cells for t in html_tables(bad + plain)] == [[["a", "b"], ["1", "2"]]]
+    # the cap is where it says: a 3 × 4 grid is laid out under a cap of 12 slots, one slot more is not
+    monkeypatch.setattr(text, "MAX_GRID_CELLS", 12)
+    at_cap = '<table><tr><td colspan="4" rowspan="3">z</td></tr></table>'
+    assert text.html_grid_rows(at_cap) == [["z"] * 4] * 3
+    assert text.html_grid_rows(at_cap.replace('colspan="4"', 'colspan="5"')) == []
+    assert html_tables(at_cap.replace('rowspan="3"', 'rowspan="4"')) == []

@@ -24,17 +24,12 @@ from rapidfuzz import fuzz
 
 from quantgate.errors import DataError
 from quantgate.scoring.parsebench.tables.data import ExtractedTable, TableData
-from quantgate.scoring.parsebench.text import flatten_cell, normalize
+from quantgate.scoring.parsebench.text import MAX_GRID_CELLS, TableTooLarge, flatten_cell, normalize
 
-MAX_GRID_CELLS = 250_000  # a 500 × 500 table; ParseBench's largest truth tables are a few thousand cells
 TITLE_MATCH = 0.8  # a preceding text this similar (rapidfuzz ratio / 100) to a truth title row is that title
 CONTEXT_BEFORE_SIBLINGS, CONTEXT_BEFORE_CHARS = 3, 300
 CONTEXT_AFTER_SIBLINGS, CONTEXT_AFTER_CHARS = 2, 200
 _TAG_END = (">", " ", "\t", "\n", "\r")  # what may follow "<table" in a real tag (not "<tabledata>")
-
-
-class TableTooLarge(ValueError):
-    """A table whose spans would fill more grid slots than ``MAX_GRID_CELLS``."""
 
 
 def _soup(text: str):
