@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import re
 
+from quantgate.scoring.parsebench.tables.records_norm import sub_sup_plain
 from quantgate.scoring.parsebench.text import _QUOTE_FOLD
 
-_SUP = re.compile(r"<sup[^>]*>(.*?)</sup>", re.IGNORECASE)
-_SUB = re.compile(r"<sub[^>]*>(.*?)</sub>", re.IGNORECASE)
-_SUP_TO_ASCII = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni")
-_SUB_TO_ASCII = str.maketrans("₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", "0123456789+-=()aehijklmnoprstuvx")
 _FORMATTING = re.compile(r"</?(?:b|i|u|s|em|strong|del|strike|mark|ins)>", re.IGNORECASE)
 _SPAN = re.compile(r"</?span\b[^>]*>", re.IGNORECASE)
 _MD_BOLD = re.compile(r"\*\*(.*?)\*\*|__(.*?)__")
@@ -30,7 +27,7 @@ _DASH_ONLY = re.compile(r"^[\s\-–—‑‒−]+$")
 
 
 def normalize_cell_text(text: str) -> str:
-    text = _SUB.sub(r"\1", _SUP.sub(r"\1", text)).translate(_SUP_TO_ASCII).translate(_SUB_TO_ASCII)
+    text = sub_sup_plain(text)  # the record match folds them the same way
     text = _SPAN.sub("", _FORMATTING.sub("", text))
     text = _MD_STRIKE.sub(r"\1", _MD_ITALIC.sub(r"\1\2", _MD_BOLD.sub(r"\1\2", text)))
     text = text.translate(_SYMBOLS).translate(_QUOTE_FOLD).translate(_DASHES)
