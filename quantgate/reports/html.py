@@ -70,6 +70,10 @@ def _plots(r: Summary) -> list[tuple[str, str]]:
     try:
         with _font_context():
             return _figures(r)
+    except (ValueError, OverflowError):
+        # numbers no axis can hold (an edited summary.json: a margin of 1e308, whose plot window is infinite):
+        # the report's tables say everything the plots do, so it renders without them rather than not at all
+        return []
     finally:
         log.setLevel(level)
 

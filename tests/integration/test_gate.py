@@ -269,6 +269,25 @@ def test_fuzzed_summary_never_passes_and_never_tracebacks(fuzz_folder, data):
     assert (code, err) == (0, "") or (code == 65 and len(err.splitlines()) == 1), (path, op, code, err)
 
 
+@pytest.mark.parametrize("field,value,plotted", [("margin", 1e308, False), ("noise_floor", 1e308, False),
+                                                 ("delta", -1e300, True), ("ci_high", 1e308, True)])
+def test_a_summary_whose_numbers_no_axis_can_hold_still_renders_its_report(fuzz_folder, field, value, plotted):
+    """An edited verdict number no plot axis can hold (a margin of 1e308: the plot's 1.25× window is infinite) —
+    found by the fuzz test above on fresh draws: the report renders, its tables as they are, without the plots,
+    never a traceback; a number the plot only clips (a point or a bound past the window) is still drawn."""
+    import copy as cp
+
+    folder, good = fuzz_folder
+    s = cp.deepcopy(good)
+    s["verdicts"][0][field] = value
+    (folder / "summary.json").write_text(json.dumps(s))
+    code, out, err = _cli("report", folder)
+    assert (code, err) == (0, ""), (code, err)
+    html = (folder / "report.html").read_text("utf-8")
+    plots = html.split("<div class='plots'>", 1)[1].split("</div>", 1)[0]
+    assert ("<svg" in plots) == plotted and "<h2>Speed</h2>" in html
+
+
 # --- the family rule, the tests, small studies, bad input -------------------------------------------------------------
 
 
