@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from PIL import Image
 
 from quantgate.io.scores import read_scores
 from quantgate.reports.families import FAMILIES, family_headlines
@@ -24,12 +23,7 @@ V15 = next(f for f in FAMILIES if f.family == "omnidoc15")
 
 def test_the_demo_scored_on_formula_cdm_gives_upstreams_pages_and_overall_rendering_each_formula_once(
         tmp_path, monkeypatch):
-    (tmp_path / "images").mkdir()
-    for page in json.loads(ref.DEMO_TRUTH.read_text(encoding="utf-8")):  # blank stand-ins give the pages their ids
-        Image.new("RGB", (120, 160), "white").save(tmp_path / "images" / page["page_info"]["image_path"])
-    code, _, err = run_cli("pages", "import", tmp_path / "images", "-o", tmp_path / "ps", "--truth", ref.DEMO_TRUTH,
-                           "--calibration-fraction", "0")
-    assert code == 0, err
+    ref.demo_pageset(tmp_path)
     rendered = []
     real = cdm.formula_cdm
     monkeypatch.setattr(cdm, "formula_cdm", lambda gt, pred: rendered.append(gt) or real(gt, pred))

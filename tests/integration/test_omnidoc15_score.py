@@ -7,7 +7,6 @@ the CDM toolchain is installed (CI: make setup-cdm), else said to be not compute
 import json
 
 import pytest
-from PIL import Image
 
 from quantgate.cli import main
 from tests.support import upstream_cdm as cdm_ref
@@ -18,14 +17,7 @@ pytestmark = pytest.mark.skipif(ref.missing_reason() is not None, reason=ref.mis
 
 @pytest.fixture(scope="module")
 def demo_set(tmp_path_factory):
-    d = tmp_path_factory.mktemp("omnidoc15")
-    (d / "images").mkdir()
-    # the demo's page images are not in the reference; blank stand-ins under upstream's names give the pages their ids
-    for page in json.loads(ref.DEMO_TRUTH.read_text(encoding="utf-8")):
-        Image.new("RGB", (120, 160), "white").save(d / "images" / page["page_info"]["image_path"])
-    assert main(["pages", "import", str(d / "images"), "-o", str(d / "ps"), "--truth", str(ref.DEMO_TRUTH),
-                 "--calibration-fraction", "0"]) == 0
-    return d / "ps"
+    return ref.demo_pageset(tmp_path_factory.mktemp("omnidoc15"))
 
 
 def test_the_demo_scores_to_upstreams_v15_values_with_overall_left_out(demo_set, tmp_path, capsys):

@@ -34,12 +34,7 @@ def _printed(family: str, ms: list[str], rows) -> dict[str, str]:
 
 @pytest.mark.skipif(ref.missing_reason() is not None, reason=ref.missing_reason() or "")
 def test_the_demos_table_teds_is_printed_as_upstream_and_score_give_it(tmp_path):
-    (tmp_path / "images").mkdir()
-    for page in json.loads(ref.DEMO_TRUTH.read_text(encoding="utf-8")):  # blank stand-ins give the pages their ids
-        Image.new("RGB", (120, 160), "white").save(tmp_path / "images" / page["page_info"]["image_path"])
-    code, _, err = run_cli("pages", "import", tmp_path / "images", "-o", tmp_path / "ps", "--truth", ref.DEMO_TRUTH,
-                           "--calibration-fraction", "0")
-    assert code == 0, err
+    ref.demo_pageset(tmp_path)
     code, out, err = run_cli("score", "--pages", tmp_path / "ps", "--predictions", ref.DEMO_PREDICTIONS,
                              "-o", tmp_path / "s.jsonl", "--metrics", "omnidoc15,omnidoc", "--json")
     assert code == 0, err

@@ -45,6 +45,21 @@ PER_PAGE = {"omnidoc15_text_edit": "text_block", "omnidoc15_formula_edit": "disp
             "omnidoc15_table_edit": "table", "omnidoc15_reading_order": "reading_order"}
 
 
+def demo_pageset(folder: Path) -> Path:
+    """The demo's 18 pages imported as a page set, ``folder / "ps"``, with their OmniDocBench truth: the demo's page
+    images are not in the reference, so blank stand-ins under upstream's names give the pages their ids."""
+    from PIL import Image
+
+    from quantgate.cli import main
+
+    (folder / "images").mkdir(parents=True)
+    for page in json.loads(DEMO_TRUTH.read_text(encoding="utf-8")):
+        Image.new("RGB", (120, 160), "white").save(folder / "images" / page["page_info"]["image_path"])
+    assert main(["pages", "import", str(folder / "images"), "-o", str(folder / "ps"), "--truth", str(DEMO_TRUTH),
+                 "--calibration-fraction", "0"]) == 0
+    return folder / "ps"
+
+
 def missing_reason() -> str | None:
     missing = oracle_missing(DEMO_TRUTH, DEMO_PREDICTIONS, *(REFERENCE / d for d in _FOLDERS))
     if missing:
