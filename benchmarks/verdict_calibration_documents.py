@@ -280,7 +280,7 @@ def grid() -> list[Cell]:
 def diagnostics_grid() -> list[Cell]:
     """The interval alone (no count rule, no bounded test): at few documents (where it holds sets
     MIN_DOCUMENTS), on the regimes the count rule and the bounded test are for, on documents judged as
-    independent pages, and the sequential design as before issue 27 (looks from 100 pages, interval only)."""
+    independent pages, and the sequential design before it judged documents (looks from 100 pages, interval only)."""
     out = []
     for n in (300, 1000):
         out.append(Cell(f"interval alone: heavy one_sided, {n} pages", "diagnostic", "heavy", n, "one",
@@ -353,7 +353,7 @@ def _sequential(docs, cell: Cell, counts, resamples):
     sizes = docs.pages[0].astype(int)  # shapes "one" and "10": every study has the same sizes
     D0 = cell.D if cell.D is not None else 1.0
     Dd0 = cell.D_doc if cell.D_doc is not None else D0
-    if cell.lifted:  # as before issue 27: no look before 60 pages (FIRST_LOOK), no count rule
+    if cell.lifted:  # the design before document-level looks: no look before 60 pages (FIRST_LOOK), no count rule
         first_pages, first_documents = 60, 1
     else:
         first_pages = C.rare_failure_count(cell.margin, D0)
