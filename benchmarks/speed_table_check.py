@@ -10,7 +10,7 @@ what bounds every profiled variant (``quantgate.speed.explain``).
         # and each predicted speed-up against the study's served one (its repeated waves, with their interval)
     python benchmarks/speed_table_check.py --session lab/2026-12-03-h200-seven-variant-study \
         --table-from bf16,fp8-all,nvfp4-all --check mixed,fp8-dynamic,nvfp4 \
-        -o benchmarks/results/speed_table_check_issue30.json     # the committed 2026-12-03 H200 study
+        -o benchmarks/results/speed_table_check_2026-12-03.json     # the committed 2026-12-03 H200 study
 
 The committed mode's table comes from the bf16 and fp8-all profiles (the only two whose GEMM time splits by format:
 the others list their five heaviest GEMM names only) and predicts fp8-dynamic; the plans are the committed

@@ -78,7 +78,7 @@ def test_the_committed_h200_check_reproduces_from_its_profiles_and_waves(tmp_pat
     assert _check().main(["--session", str(dec03), "--table-from", "bf16,fp8-all,nvfp4-all", "--check",
                           "mixed,fp8-dynamic,nvfp4", "-o", str(out)]) == 0
     got = json.loads(out.read_text())
-    committed = json.loads((REPO / "benchmarks" / "results" / "speed_table_check_issue30.json").read_text())
+    committed = json.loads((REPO / "benchmarks" / "results" / "speed_table_check_2026-12-03.json").read_text())
     assert _rounded({k: v for k, v in got.items() if k != "command"}) == \
         _rounded({k: v for k, v in committed.items() if k != "command"})
     assert {(c["variant"], c["concurrency"]) for c in got["checks"]} == {
