@@ -295,18 +295,21 @@ def log_wealth(docs: Documents, margin: float, damage_document, *, shift=None) -
     # one pseudo-document at the all-zero value, so the first stake is at the cap (documents with no pages,
     # padding after a study's last one, change nothing)
     prior = -mu0 * n.sum(axis=1) / np.maximum((n > 0).sum(axis=1), 1)
-    total, dev2, cnt = prior.copy(), prior * prior, np.ones(S)
+    total, dev2 = prior.copy(), prior * prior
     out = np.empty((S, G))
     logw = np.zeros(S)
+    Yt = np.ascontiguousarray(Y.T)  # a document's column as one row: read once per step
     with np.errstate(divide="ignore", invalid="ignore"):
         for i in range(G):
+            cnt = i + 1.0  # documents seen, the prior included: the same in every study
             mu = total / cnt
-            lam = np.clip(np.nan_to_num(mu / (dev2 / cnt + mu * mu)), 0.0, cap)
-            y = Y[:, i]
+            # fmax turns 0/0 (no spread yet, mean 0) into a zero stake and minimum caps it: what nan_to_num and
+            # clip did (bit for bit at a finite cap), at a tenth of their cost in this loop, which runs once per document
+            lam = np.minimum(np.fmax(mu / (dev2 / cnt + mu * mu), 0.0), cap)
+            y = Yt[i]
             logw = logw + np.log(np.maximum(1.0 + lam * y, 0.0))
             out[:, i] = logw
-            cnt += 1
-            new = (total + y) / cnt
+            new = (total + y) / (cnt + 1.0)
             dev2 += (y - mu) * (y - new)
             total += y
     return out
