@@ -84,9 +84,11 @@ def _half_width(vs) -> float:
     whole range) would stretch the axis to ±1 and squash the margin against zero: it is drawn as an arrow instead."""
     xs = [v.margin for v in vs] + [v.noise_floor or 0.0 for v in vs] + [abs(v.delta) for v in vs]
     for v in vs:
-        good_end = v.ci_high if v.higher_is_better else v.ci_low  # the side a better candidate moves to
+        # lower_bound_from names the bound on the oriented shift's lower side: the worse end, in metric units ci_low
+        # when higher is better, else ci_high; the better end was bounded and belongs in the window
+        worse_end = v.ci_low if v.higher_is_better else v.ci_high
         for end in (v.ci_low, v.ci_high):
-            unbounded = end == good_end and v.lower_bound_from == "unbounded"
+            unbounded = end == worse_end and v.lower_bound_from == "unbounded"
             if not unbounded and abs(end) < 1.0:
                 xs.append(abs(end))
     return 1.25 * max(xs)
