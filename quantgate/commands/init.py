@@ -40,7 +40,6 @@ def cmd_init(a: argparse.Namespace) -> int:
     from quantgate.errors import UsageError
     from quantgate.study.init import (
         ImportRequest,
-        check_inputs,
         check_variants,
         inspect_model,
         pages_target,
@@ -59,10 +58,9 @@ def cmd_init(a: argparse.Namespace) -> int:
     req = ImportRequest(truth=a.truth, checks=a.checks, parsebench=a.parsebench,
                         calibration_fraction=a.calibration_fraction, split_seed=a.split_seed,
                         document_pattern=a.document_pattern, tags=a.tag)
+    # the truth JSON, the checks and the rules, as the import would read them (a rerun's too): refused before the model
     target, reuse = pages_target(a.pages, a.output.resolve().parent, req, import_to=a.pages_out,
                                  overwrite=a.overwrite)
-    if not reuse:
-        check_inputs(req)  # the truth JSON and the checks, as the import would read them: refused before the model
     variants = [v.strip() for v in a.variants.split(",") if v.strip() and v.strip() != "bf16"] if a.variants else None
     mf = inspect_model(a.model)
     check_variants(mf, variants)  # before importing anything

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from quantgate.errors import InputError, UnsafeInputError, UsageError
+from quantgate.heldout.made_from import TRUTH_SUFFIXES, checks_files, made_from
 from quantgate.io.fileio import atomic_write_json, read_jsonl, sha256_bytes, sha256_file
 from quantgate.io.pageset import MANIFEST_FILE, OMNIDOC_SUFFIX, PAGES_FILE, split_of
 from quantgate.schema.base import parse_record
@@ -212,8 +213,7 @@ class _CheckKeys(BaseModel):
 
 
 def _checks_files(opts: ImportOptions) -> list[Path]:
-    c = opts.checks_file
-    return [] if c is None else [Path(c)] if isinstance(c, (str, Path)) else [Path(x) for x in c]
+    return checks_files(opts.checks_file)
 
 
 def _load_checks(checks_files: list[Path]) -> dict[str, list[dict]]:
@@ -278,7 +278,7 @@ def _truth_files(opts: ImportOptions, warn: list[str]) -> dict[str, Path]:
     if not opts.truth_dir.is_dir():
         raise UsageError(f"--truth {opts.truth_dir}: not a folder")
     for t in sorted(opts.truth_dir.iterdir()):
-        if t.suffix in (".md", ".txt") and t.is_file():
+        if t.suffix in TRUTH_SUFFIXES and t.is_file():
             _inside(t, opts.truth_dir, opts, warn)
             if t.stem in found:
                 raise InputError(f"{t}: two truth files for page {t.stem!r} ({found[t.stem].name} and {t.name})")
@@ -397,7 +397,7 @@ def _write_set(root: Path, records: list[PageRecord], opts: ImportOptions, warn:
     (root / PAGES_FILE).write_text(lines, encoding="utf-8")
     atomic_write_json(root / MANIFEST_FILE, PageSetManifest(
         created_by="quantgate pages import", seed=opts.seed, calibration_fraction=opts.calibration_fraction,
-        n_pages=len(records), pages_sha256=sha256_file(root / PAGES_FILE), notes=warn,
+        n_pages=len(records), pages_sha256=sha256_file(root / PAGES_FILE), notes=warn, made_from=made_from(opts),
     ).model_dump())
 
 

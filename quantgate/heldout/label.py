@@ -126,7 +126,9 @@ def label_sample(root: Path, n: int, seed: int = 0, out: Path | None = None, ove
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise UsageError(f"{out}: exists and is not empty (labels may be in it); give another -o, or --overwrite")
     _write_list(ps, new, out)
-    manifest = ps.manifest.model_copy(update={"schema_version": 2, "label_sample": new})
+    # 2 is the schema that holds a draw; a newer manifest keeps its own version (and what it records)
+    manifest = ps.manifest.model_copy(update={"schema_version": max(2, ps.manifest.schema_version),
+                                              "label_sample": new})
     atomic_write_json(root / MANIFEST_FILE, manifest.model_dump())
     return new, True
 

@@ -86,11 +86,26 @@ class LabelSample(Record):
     list_file: str  # where the labelers' list was written (informational: the list may be handed on)
 
 
+class ImportInputs(Record):
+    """What ``pages import`` made a set from besides its images and split (``pageset.json``'s ``made_from``): every
+    option that changes the pages, with the bytes of the files they name, so a rerun (``init`` into the same folder)
+    takes the set as is only when importing again would make the same one."""
+
+    truth_sha256: str | None = None  # the truth files offered (names and bytes: heldout.made_from); None: no --truth
+    checks_sha256: list[str] = Field(default_factory=list)  # each --checks file's bytes, sorted
+    parsebench_sha256: str | None = None  # the ParseBench rules given, as read; None: no --parsebench
+    document_pattern: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    dpi: float | None = None
+    megapixels: float
+
+
 class PageSetManifest(Record):
     """``pageset.json``: how the set was made, so a split can be reproduced and checked. Schema 2 adds
-    ``label_sample`` (the labeling draw); a schema-1 file reads as a set with no draw."""
+    ``label_sample`` (the labeling draw); a schema-1 file reads as a set with no draw. Schema 3 adds ``made_from``
+    (an import's inputs); a set of 1-2 reads as one whose inputs were not recorded."""
 
-    schema_version: Literal[1, 2] = 2
+    schema_version: Literal[1, 2, 3] = 3
     kind: Literal["quantgate.pageset"] = "quantgate.pageset"
     created_by: str
     seed: int
@@ -100,6 +115,7 @@ class PageSetManifest(Record):
     synth: SynthSpec | None = None  # set by `pages synth`; None for imported sets (and synth sets made before it)
     notes: list[str] = Field(default_factory=list)
     label_sample: LabelSample | None = None  # set by `pages label-sample`
+    made_from: ImportInputs | None = None  # set by `pages import`; None for synthesized sets and older imports
 
 
 # --- serving ---------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
+from quantgate.heldout.made_from import made_from
 
 _TABLE = re.compile(r"^\s*\|?(\s*:?-{3,}:?\s*\|)+|<table[\s>]", re.M | re.I)  # a pipe table's separator row, or HTML
 
@@ -83,7 +84,8 @@ def _token_counter(model: Path):
 def pages_target(pages: Path, out_dir: Path, req: ImportRequest, *, import_to: Path | None = None,
                  overwrite: bool = False) -> tuple[Path, bool]:
     """Where the page set will be, and whether an earlier init's import there is taken as is (a rerun resumes):
-    decided from the files alone, before the model is loaded, so a refusal comes at once."""
+    decided from the files alone, before the model is loaded, so a refusal comes at once. What the import will
+    read is checked first (:func:`check_inputs`), a rerun's too: a bad file is refused, not reused past."""
     pages = Path(pages)
     if (pages / "pages.jsonl").is_file():
         given = [flag for flag, v in (("--truth", req.truth), ("--checks", req.checks),
@@ -94,46 +96,71 @@ def pages_target(pages: Path, out_dir: Path, req: ImportRequest, *, import_to: P
                              "or PDFs (re-import with `quantgate pages import` to change them)")
         return pages, False
     target = Path(import_to) if import_to else out_dir / "pages"
-    if target.exists() and any(target.iterdir()) and not overwrite:
-        if _same_import(target, pages, req):
-            return target, True
-        raise InputError(f"{target}: exists and is not empty, and is not the same import of {pages}; pass --overwrite "
-                         "to import again, --pages-out DIR to import elsewhere, or give an existing page set as --pages")
-    return target, False
+    with _options(req) as opts:  # refuses what the import would refuse; the rerun's inputs, read as it reads them
+        if not (target.exists() and any(target.iterdir())) or overwrite:
+            return target, False
+        differs = _differences(target, pages, req, made_from(opts))
+    if differs:
+        raise UsageError(f"{target}: exists and is not the same import (it {differs}); pass --overwrite to import "
+                         "again, --pages-out DIR to import elsewhere, or give that page set as --pages")
+    return target, True
 
 
-def _same_import(target: Path, pages: Path, req: ImportRequest) -> bool:
-    """Whether ``target`` is a complete page set imported from the files under ``pages`` with the same split, tags,
-    and truth/checks given or not: what an interrupted or repeated init left there."""
+# ImportInputs' fields and the flags that set them, as a refused rerun names them
+_FLAGS = {"truth_sha256": "--truth", "checks_sha256": "--checks", "parsebench_sha256": "--parsebench",
+          "document_pattern": "--document-pattern", "tags": "--tag", "dpi": "--dpi", "megapixels": "--megapixels"}
+
+
+def _differences(target: Path, pages: Path, req: ImportRequest, now) -> str | None:
+    """Why ``target`` is not the import these flags would make (said as the end of a sentence), or None when it is:
+    a complete page set of the files under ``pages``, split alike and made from the same inputs (the flags' values
+    and the bytes of the files they name, as ``pages import`` recorded them)."""
     from quantgate.heldout.importer import IMAGE_SUFFIXES
     from quantgate.io.pageset import load_pageset
 
     try:
         ps = load_pageset(target)
     except InputError:
-        return False
+        return "is not a complete page set"
     m = ps.manifest
+    if m is None or m.made_from is None:
+        return "does not record what it was imported from (made by another command or an older quantgate)"
     files = ({f.resolve() for f in pages.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES | {".pdf"}}
              if pages.is_dir() else {pages.resolve()})
-    return (m is not None and m.seed == req.split_seed and m.calibration_fraction == req.calibration_fraction
-            and {Path(r.source.file).resolve() for r in ps.pages} == files
-            and all(set(req.tags) <= set(r.tags) for r in ps.pages)
-            and any(r.truth for r in ps.pages) == (req.truth is not None)
-            and any(r.checks for r in ps.pages) == bool(req.checks)
-            and any(r.parsebench for r in ps.pages) == (req.parsebench is not None))
+    if {Path(r.source.file).resolve() for r in ps.pages} != files:
+        return f"was made from other files than --pages {pages}"
+    flags = [flag for flag, same in (("--split-seed", m.seed == req.split_seed),
+                                     ("--calibration-fraction", m.calibration_fraction == req.calibration_fraction))
+             if not same]
+    flags += [_FLAGS[k] for k, v in now.model_dump().items() if getattr(m.made_from, k) != v]
+    return f"was made with another {', '.join(flags)}" if flags else None
 
 
 def check_inputs(req: ImportRequest) -> None:
     """What the import will read, refused now if scoring or the importer would refuse it later: OmniDocBench's JSON
     read whole, and every check and ParseBench rule through the scorer's own validation (one error naming
     ``file:line`` and the id or type)."""
+    with _options(req):
+        pass
+
+
+@contextmanager
+def _options(req: ImportRequest) -> Iterator:
+    """``req`` as the importer's options (``heldout.importer.ImportOptions``), each input checked as the import and
+    scoring will read it: ``--truth`` staged (:func:`truth_folder`) for as long as the block runs."""
+    from quantgate.heldout.importer import ImportOptions
     from quantgate.io.fileio import read_jsonl
     from quantgate.scoring.olmocr_checks import validate_checks
 
-    with truth_folder(req.truth):
-        pass
-    validate_checks((f"{f}:{no}", c) for f in req.checks or [] for no, c in read_jsonl(f, final_newline_optional=True))
-    _parsebench_rules(req)
+    with truth_folder(req.truth) as truth:
+        if truth is not None and not Path(truth).is_dir():
+            raise UsageError(f"--truth {req.truth}: neither a folder of <page id>.md/.txt files nor OmniDocBench's "
+                             "JSON; give one of the two")
+        validate_checks((f"{f}:{no}", c) for f in req.checks or []
+                        for no, c in read_jsonl(f, final_newline_optional=True))
+        yield ImportOptions(truth_dir=truth, checks_file=req.checks, seed=req.split_seed,
+                            calibration_fraction=req.calibration_fraction, document_pattern=req.document_pattern,
+                            tags=list(req.tags), parsebench=_parsebench_rules(req))
 
 
 def _parsebench_rules(req: ImportRequest) -> dict[str, list[dict]]:
@@ -159,7 +186,7 @@ def prepare_pages(pages: Path, target: Path, model: Path, req: ImportRequest | N
                   overwrite: bool = False) -> PageFacts:
     """The page set at ``target`` (from :func:`pages_target`): ``pages`` itself when it is one, an earlier import
     when ``reuse``, else the images/PDFs of ``pages`` imported there (split by document, as `pages import` splits)."""
-    from quantgate.heldout.importer import ImportOptions, import_pages
+    from quantgate.heldout.importer import import_pages
     from quantgate.io.pageset import load_pageset
 
     pages, req = Path(pages), req or ImportRequest()
@@ -167,12 +194,8 @@ def prepare_pages(pages: Path, target: Path, model: Path, req: ImportRequest | N
     if Path(target).resolve() != pages.resolve():
         imported = import_command(pages, target, req)
         if not reuse:
-            with truth_folder(req.truth) as truth:
-                opts = ImportOptions(truth_dir=truth, checks_file=req.checks, seed=req.split_seed,
-                                     calibration_fraction=req.calibration_fraction,
-                                     document_pattern=req.document_pattern, tags=list(req.tags),
-                                     parsebench=_parsebench_rules(req))
-                staged = str(truth) if truth != req.truth else None
+            with _options(req) as opts:
+                staged = str(opts.truth_dir) if opts.truth_dir != req.truth else None
                 import_warnings = [w.replace(staged, str(req.truth)) if staged else w
                                    for w in import_pages([pages], target, opts, overwrite=overwrite).warnings]
             made = True

@@ -86,7 +86,7 @@ def test_writes_the_list_and_records_the_draw(pageset):
         assert sha256_file(pageset / "label-sample" / r["image"]) == by_id[r["page_id"]].sha256
     readme = (pageset / "label-sample" / "README.md").read_text()
     assert "Do not draft the truth from a model's output" in readme
-    assert ps.manifest.schema_version == 2 and ps.manifest.label_sample == s
+    assert ps.manifest.schema_version == max(2, before["schema_version"]) and ps.manifest.label_sample == s
     assert s.list_file == "label-sample/pages.csv"
     # the rest of the manifest is as it was
     after = json.loads((pageset / "pageset.json").read_text())

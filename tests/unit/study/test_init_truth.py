@@ -13,15 +13,14 @@ import yaml
 from PIL import Image
 
 from quantgate import cli
-from quantgate.errors import InputError
+from quantgate.errors import InputError, UsageError
 from quantgate.schema.metrics import METRICS
 from quantgate.study.init import ImportRequest, ModelFacts, pages_target, prepare_pages, render_study
 from tests.support.cli import run_cli as _qg
-from tests.support.paths import SHARED
+from tests.support.paths import SHARED, oracle_missing
 
 OMNIDOC_JSON = SHARED / "reference" / "omnidocbench" / "demo_data" / "omnidocbench_demo" / "OmniDocBench_demo.json"
-needs_omnidoc = pytest.mark.skipif(not OMNIDOC_JSON.is_file(), reason="OmniDocBench's demo JSON "
-                                   "(../shared/reference/omnidocbench) is not beside the checkout")
+needs_omnidoc = pytest.mark.skipif(oracle_missing(OMNIDOC_JSON) is not None, reason=oracle_missing(OMNIDOC_JSON) or "")
 
 
 def _images(folder: Path, names) -> Path:
@@ -135,3 +134,96 @@ def test_a_check_scoring_would_refuse_is_refused_before_the_model(tmp_path):
     assert rc == 65 and len(err.strip().splitlines()) == 1, err
     assert f"{checks}:2" in err and "a_01" in err and "config.json" not in err
     assert not out.exists()
+
+
+def _first_import(tmp_path, req: ImportRequest) -> tuple[Path, Path, Path]:
+    """Two tiny images imported as an init into tmp_path/out would (the model never loaded): (images, the page set,
+    an empty model folder that a rerun would fail to load, so a refusal must come before it)."""
+    imgs = _images(tmp_path / "imgs", ["a.png", "b.png"])
+    target, reuse = pages_target(imgs, tmp_path / "out", req)
+    assert not reuse
+    prepare_pages(imgs, target, tmp_path / "no-model", req)
+    model = tmp_path / "empty-model"
+    model.mkdir()
+    return imgs, target, model
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+def _truth(folder: Path, **pages: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for pid, text in pages.items():
+        (folder / f"{pid}.md").write_text(text, "utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("change, flag", [
+    ("truth-edited", "--truth"), ("truth-other", "--truth"), ("tag", "--tag"), ("pattern", "--document-pattern"),
+    ("seed", "--split-seed"), ("checks", "--checks")])
+def test_a_rerun_with_other_inputs_says_overwrite_naming_them(tmp_path, change, flag):
+    truth = _truth(tmp_path / "truth", a="# A\n", b="# B\n")
+    imgs, target, model = _first_import(tmp_path, ImportRequest(truth=truth, calibration_fraction=0.0))
+    before = _snapshot(target)
+    args = ["--truth", truth, "--calibration-fraction", "0"]
+    if change == "truth-edited":  # the same path, other bytes: the file's name alone does not make it the same truth
+        (truth / "b.md").write_text("# B, corrected\n", "utf-8")
+    elif change == "truth-other":
+        args[1] = _truth(tmp_path / "truth2", a="# A\n", b="# Another B\n")
+    elif change == "tag":
+        args += ["--tag", "source:scans"]
+    elif change == "pattern":
+        args += ["--document-pattern", r"^(.)"]
+    elif change == "seed":
+        args += ["--split-seed", "1"]
+    else:
+        checks = tmp_path / "checks.jsonl"
+        checks.write_text(json.dumps({"pdf": "a.pdf", "page": 1, "id": "a_00", "type": "present", "text": "A"}) + "\n")
+        args += ["--checks", checks]
+    rc, stdout, err = _qg("init", "--model", model, "--pages", imgs, *args, "-o", tmp_path / "out" / "study.yaml")
+    assert rc == 64 and len(err.strip().splitlines()) == 1, err  # the usage code: the folder, not a file's content
+    assert f"another {flag}" in err and "--overwrite" in err and str(target) in err and "config.json" not in err
+    assert _snapshot(target) == before and not (tmp_path / "out" / "study.yaml").exists()
+
+
+def test_a_rerun_with_a_json_that_is_not_omnidocbenchs_is_refused_not_reused(tmp_path):
+    truth = _truth(tmp_path / "truth", a="# A\n", b="# B\n")
+    imgs, target, model = _first_import(tmp_path, ImportRequest(truth=truth, calibration_fraction=0.0))
+    before = _snapshot(target)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"a": "# T"}), "utf-8")
+    rc, stdout, err = _qg("init", "--model", model, "--pages", imgs, "--truth", bad, "--calibration-fraction", "0",
+                          "-o", tmp_path / "out" / "study.yaml")
+    assert rc == 65 and stdout == "" and len(err.strip().splitlines()) == 1, err
+    assert str(bad) in err and "OmniDocBench" in err and "reusing" not in err and "config.json" not in err
+    assert _snapshot(target) == before and not (tmp_path / "out" / "study.yaml").exists()
+
+
+def test_an_identical_rerun_reuses_the_import(tmp_path):
+    truth = _truth(tmp_path / "truth", a="# A\n", b="# B\n")
+    req = ImportRequest(truth=truth, calibration_fraction=0.0, tags=["source:scans"], document_pattern=r"^(.)")
+    imgs, target, _ = _first_import(tmp_path, req)
+    assert pages_target(imgs, tmp_path / "out", req) == (target, True)
+    # the same bytes from another folder are the same truth: still the same import
+    copy = _truth(tmp_path / "copy", a="# A\n", b="# B\n")
+    same = ImportRequest(truth=copy, calibration_fraction=0.0, tags=["source:scans"], document_pattern=r"^(.)")
+    assert pages_target(imgs, tmp_path / "out", same) == (target, True)
+    assert pages_target(imgs, tmp_path / "out", same, overwrite=True) == (target, False)
+
+
+def test_an_import_that_records_no_inputs_still_reads_and_is_not_reused(tmp_path):
+    """A page set from before pageset.json recorded its inputs (schema 2, no made_from) reads as it did; init
+    cannot tell it is the same import, so a rerun says --overwrite rather than trust it."""
+    from quantgate.io.pageset import load_pageset
+
+    truth = _truth(tmp_path / "truth", a="# A\n", b="# B\n")
+    req = ImportRequest(truth=truth, calibration_fraction=0.0)
+    imgs, target, _ = _first_import(tmp_path, req)
+    manifest = json.loads((target / "pageset.json").read_text("utf-8"))
+    assert manifest["schema_version"] == 3 and manifest["made_from"]["truth_sha256"]
+    del manifest["made_from"]
+    (target / "pageset.json").write_text(json.dumps({**manifest, "schema_version": 2}), "utf-8")
+    assert load_pageset(target).manifest.made_from is None
+    with pytest.raises(UsageError, match="does not record what it was imported from.*--overwrite"):
+        pages_target(imgs, tmp_path / "out", req)
