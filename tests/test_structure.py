@@ -414,3 +414,60 @@ def test_the_signature_rule_sees_a_long_one_and_hidden_keywords(tmp_path, monkey
                  "    pass\n\n\ndef hides(a, **kw):\n    pass\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert _long_signatures([f]) == ["m.py:5 long: 9 parameters", "m.py:9 hides: 1 parameters and **kw"]
+
+
+# What marks a test file as one that reads the reference oracles beside the clone (tests.support.paths).
+ORACLE_NAMES = {"SHARED", "OLMOCR_SAMPLE"}
+
+
+def _literal_skips(path: Path) -> list[str]:
+    """Skips in a file that reads ../shared whose reason is written in the file (a string, or a name bound to one)
+    or missing, rather than got from ``oracle_missing`` (directly or through a helper built on it): such a reason
+    lacks the mark ``QUANTGATE_REQUIRE_ORACLES`` turns into a failure, so CI would pass with the test skipped."""
+    text = path.read_text("utf-8")
+    tree = ast.parse(text)
+    if "../shared" not in text and not any(isinstance(n, ast.Name) and n.id in ORACLE_NAMES or
+                                           isinstance(n, ast.alias) and n.name in ORACLE_NAMES for n in ast.walk(tree)):
+        return []
+    bound = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+    def written(e: ast.expr | None) -> bool:  # a reason no helper made
+        if isinstance(e, ast.Name) and e.id in bound:
+            e = bound[e.id]
+        if isinstance(e, ast.BoolOp):  # `helper() or "…"`: the helper's reason whenever it skips
+            return written(e.values[0])
+        return e is None or isinstance(e, (ast.Constant, ast.JoinedStr)) or (
+            isinstance(e, ast.BinOp) and not any(isinstance(x, ast.Call) for x in ast.walk(e)))
+
+    found = []
+    for node in ast.walk(tree):
+        name = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+        if name in ("skip", "skipif"):
+            kw = {k.arg: k.value for k in node.keywords}
+            pos = node.args[1:2] if name == "skipif" else node.args[:1]
+            if written(kw.get("reason", kw.get("msg", pos[0] if pos else None))):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {name} with its own reason")
+    return found
+
+
+def test_oracle_tests_skip_only_through_oracle_missing():
+    """A test file that reads ../shared (``SHARED``, ``OLMOCR_SAMPLE``, a ``../shared`` path) skips only with the
+    reason ``tests.support.paths.oracle_missing`` gives: the one CI fails on (tests/conftest.py)."""
+    found = [x for f in sorted((REPO / "tests").rglob("*.py")) for x in _literal_skips(f)]
+    assert not found, "skip through tests.support.paths.oracle_missing instead:\n" + "\n".join(found)
+
+
+def test_the_oracle_skip_rule_sees_a_reason_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    head = "import pytest\nfrom tests.support.paths import OLMOCR_SAMPLE, oracle_missing\n"
+    cases = {"own.py": 'm = pytest.mark.skipif(not OLMOCR_SAMPLE.is_dir(), reason="sample " "absent")\n',
+             "bound.py": 'WHY = f"{OLMOCR_SAMPLE} absent"\nm = pytest.mark.skipif(True, reason=WHY)\n',
+             "call.py": 'def test():\n    pytest.skip("no sample")\n',
+             "none.py": "m = pytest.mark.skipif(not OLMOCR_SAMPLE.is_dir())\n",
+             "helper.py": "m = pytest.mark.skipif(True, reason=oracle_missing(OLMOCR_SAMPLE) or '')\n",
+             "other.py": 'import pytest\nm = pytest.mark.skipif(True, reason="no Chromium")\n'}
+    for name, body in cases.items():
+        (tmp_path / name).write_text(body if name == "other.py" else head + body)
+    got = {name: bool(_literal_skips(tmp_path / name)) for name in cases}
+    assert got == {"own.py": True, "bound.py": True, "call.py": True, "none.py": True, "helper.py": False,
+                   "other.py": False}

@@ -12,11 +12,10 @@ import pytest
 
 from quantgate.io.scores import read_scores
 from tests.support.cli import run_cli as _qg
-from tests.support.paths import OLMOCR_SAMPLE
+from tests.support.paths import OLMOCR_SAMPLE, oracle_missing
 
-pytestmark = pytest.mark.skipif(not (OLMOCR_SAMPLE / "pdfs").is_dir(),
-                                reason="olmOCR-bench's sample (../shared/data/olmocr-bench-sample) is not beside the "
-                                       "checkout")
+_NEEDED = [OLMOCR_SAMPLE / n for n in ("pdfs", "dataset.jsonl", "marker", "mistral", "chatgpt", "olmocr_pipeline")]
+pytestmark = pytest.mark.skipif(oracle_missing(*_NEEDED) is not None, reason=oracle_missing(*_NEEDED) or "")
 
 
 @pytest.fixture(scope="module")
