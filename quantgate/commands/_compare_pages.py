@@ -3,7 +3,8 @@ folders of ``<page_id>.md``) judged on a page set, truth or no truth, by ``quant
 
 The page set gives what the outputs cannot: the truth of the pages that have it, each page's document (the
 resampling unit), and the labeling draw ``quantgate pages label-sample`` recorded, which says whether the truth is a
-random sample of the pages compared (only then may it tighten the truth-free bound). Everything is checked before
+random sample of the pages compared (only the drawn pages may tighten the truth-free bound; truth on other pages
+shows the baseline's score and fitness, as in a study). Everything is checked before
 anything is judged, each problem one error naming the folder or page: outputs that are not text
 (``io.outputs``), folders that cover different pages, outputs for pages the set does not hold, and held-out pages
 with truth that the outputs leave out (a labeled page not compared would let a hand-picked subset stand in for
@@ -26,12 +27,7 @@ from typing import Any
 from quantgate.errors import DataError, UsageError
 from quantgate.io.outputs import load_outputs
 from quantgate.io.pageset import PageSet, load_pageset
-
-_SHOWN = 5  # page ids named in one error line
-
-
-def _some(ids: list[str]) -> str:
-    return ", ".join(ids[:_SHOWN]) + (" …" if len(ids) > _SHOWN else "")
+from quantgate.judge.compare import listing
 
 
 @dataclass(frozen=True)
@@ -42,30 +38,27 @@ class PagesInputs:
     candidate: dict[str, str]
     truth: dict[str, str]
     documents: dict[str, str]
-    labeled_at_random: bool
+    labeled_at_random: frozenset[str]  # the pages of the recorded random draw (each with truth); empty: none
     notes: list[str] = field(default_factory=list)  # why the truth is not the random sample; pages not compared
 
 
-def _labeled_at_random(ps: PageSet, compared: set[str], truth: set[str], notes: list[str]) -> bool:
-    """Whether the truth given is exactly the recorded labeling draw, every drawn page labeled, over exactly the
-    held-out pages: only then is it a random sample of the pages compared."""
-    from quantgate.heldout.label import sample_status
+def _drawn_pages(ps: PageSet, compared: set[str], notes: list[str]) -> frozenset[str]:
+    """The pages of the recorded labeling draw when they stand as a random sample of the pages compared: the draw
+    checks out (``heldout.label.checked_sample_status``, the study's rule: an edited or stale one is a DataError),
+    every drawn page has truth, and the pages compared are the held-out pages it was drawn from. Truth on other
+    pages is still given to the verdict for the baseline's score and fitness, never for the rectified estimate."""
+    from quantgate.heldout.label import checked_sample_status
 
-    status = sample_status(ps)
+    status = checked_sample_status(ps)
     if not status.at_random:
         notes.append(f"labeled pages not used as a random sample: {status.problem}")
-        return False
+        return frozenset()
     heldout = {p.id for p in ps.split("heldout")}
     if compared != heldout:
         notes.append(f"labeled pages not used as a random sample: the draw was made from the {len(heldout)} held-out "
                      f"pages and {len(compared)} are compared")
-        return False
-    if truth != status.labeled:
-        extra = sorted(truth - status.labeled)
-        notes.append(f"labeled pages not used as a random sample: {len(extra)} page(s) with truth are not in the "
-                     f"recorded draw ({_some(extra)}); their truth still shows the baseline's fitness")
-        return False
-    return True
+        return frozenset()
+    return status.labeled
 
 
 def pages_inputs(pageset: str | Path, baseline: str | Path, candidate: str | Path, *,
@@ -79,10 +72,12 @@ def pages_inputs(pageset: str | Path, baseline: str | Path, candidate: str | Pat
     left_out = sorted(p.id for p in ps.split("heldout") if p.truth is not None and p.id not in compared)
     if left_out:
         raise DataError(f"{baseline}: {len(left_out)} held-out page(s) of {ps.root} with truth not compared "
-                        f"({_some(left_out)}); serve them too, so the labeled pages are judged with the rest")
+                        f"({listing(left_out)}); serve them too, so the labeled pages are judged with the rest")
     truth = {pid: text for pid in base if (text := ps.truth_text(by_id[pid])) is not None}
     notes: list[str] = []
-    at_random = bool(truth) and _labeled_at_random(ps, compared, set(truth), notes)
+    # the draw matters where a page has no truth (as in a study's verdict, study.judged); truth on every page is
+    # judged on its scores alone
+    at_random = _drawn_pages(ps, compared, notes if truth else []) if len(truth) < len(compared) else frozenset()
     not_compared = sum(p.id not in compared for p in ps.split("heldout"))
     if not_compared:
         notes.append(f"{not_compared} held-out page(s) without truth are in neither folder (not compared)")
@@ -96,14 +91,14 @@ def _same_pages(ps: PageSet, baseline: str | Path, candidate: str | Path, concur
     cand = load_outputs(candidate, concurrency=concurrency)
     only_b, only_c = sorted(set(base) - set(cand)), sorted(set(cand) - set(base))
     if only_b or only_c:
-        parts = [f"{len(ids)} only in {where} ({_some(ids)})" for ids, where in ((only_b, baseline), (only_c, candidate))
+        parts = [f"{len(ids)} only in {where} ({listing(ids)})" for ids, where in ((only_b, baseline), (only_c, candidate))
                  if ids]
         raise DataError(f"{baseline} and {candidate} cover different pages: {'; '.join(parts)}. Give both variants' "
                         "outputs for the same pages (a failed request leaves its page out of a run: resume that run)")
     by_id = ps.by_id()
     unknown = sorted(set(base) - set(by_id))
     if unknown:
-        raise DataError(f"{baseline}: {len(unknown)} output(s) for pages {ps.root} does not hold ({_some(unknown)}); "
+        raise DataError(f"{baseline}: {len(unknown)} output(s) for pages {ps.root} does not hold ({listing(unknown)}); "
                         "are the file names the page ids?")
     return base, cand
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from quantgate.commands._args import (
@@ -11,6 +12,7 @@ from quantgate.commands._args import (
     print_json,
 )
 from quantgate.commands._fields import DeprecatedConst, yaml_flag
+from quantgate.errors import exit_code_table
 from quantgate.schema.metrics import METRICS
 
 DEFAULT_MARGINS = ", ".join(f"{m.name} {m.margin:g}" for m in METRICS.values())
@@ -57,9 +59,12 @@ page without one is its own) are resampled together. Default: non-inferiority, o
                 --expected-shift worse at 80% power
 The interval is a seeded studentized bootstrap over documents (Hall's skewness-corrected t), each
 end the outer of it and Student-t. --noise (the baseline scored again, e.g. at another concurrency,
-on the same pages) gives the noise floor: shown beside the verdict, never added to the margin.
-Exit code: 0 within_noise, 1 regression (or not_equivalent), 2 inconclusive or bad input.""",
-                       epilog="default margins, metric units (docs/statistics.md says why): " + DEFAULT_MARGINS)
+on the same pages) gives the noise floor: shown beside the verdict, never added to the margin.""",
+                       epilog="default margins, metric units (docs/statistics.md says why):\n"
+                       # wrapped between metrics, never inside "name margin" (the no-break space holds a pair)
+                       + textwrap.fill(DEFAULT_MARGINS.replace(" ", "\xa0").replace(",\xa0", ", "), 100,
+                                       initial_indent="  ", subsequent_indent="  ").replace("\xa0", " ")
+                       + "\n\nexit codes (every verb):\n" + exit_code_table())
     c.add_argument("baseline", type=existing_path,
                    help="the baseline's scores.jsonl (`quantgate score -o`); with --pages, its outputs folder")
     c.add_argument("candidate", type=existing_path,

@@ -19,10 +19,11 @@ The record (the interface the verdict reads; ``schema.pages.LabelSample``), in `
 ``label_sample`` (pageset.json schema 2): ``seed``, ``n_documents``, ``documents`` and ``page_ids`` (sorted),
 ``population_documents`` and ``population_sha256`` (the held-out documents drawn from, sha256 of their sorted
 names one a line), ``sha256`` (of the sorted drawn page ids, one a line), ``list_file`` (relative to the set when
-inside it). :func:`sample_status`
-is what a verdict calls: the drawn pages that have truth, and why they cannot stand as the random sample
-(``problem``: no draw recorded, the set's held-out documents changed since the draw, the record edited, drawn
-pages still without truth — a sample with labels missing is not random any more), None when they can.
+inside it). :func:`sample_status` is what a verdict calls: the drawn pages that have truth, and why they cannot
+stand as the random sample (``problem``: no draw recorded, the set's held-out documents changed since the draw,
+the record edited, drawn pages still without truth — a sample with labels missing is not random any more), None
+when they can. A verdict on pages without truth calls :func:`checked_sample_status`, which refuses an edited or
+stale draw outright.
 
 The labelers get a folder (default ``PAGESET/label-sample``): ``pages.csv`` (page id, document, image, the truth
 file to write), the images, and ``README.md`` with the rule that matters most — write truth from the page image,
@@ -168,6 +169,7 @@ class SampleStatus:
     draw: LabelSample | None
     labeled: frozenset[str]
     problem: str | None
+    broken: bool = False  # a draw is recorded but is not the draw it describes (edited, or its population changed)
 
     @property
     def at_random(self) -> bool:
@@ -182,12 +184,15 @@ def sample_status(ps: PageSet) -> SampleStatus:
         return SampleStatus(None, frozenset(), "no labeling draw recorded (`quantgate pages label-sample`)")
     where = ps.root / MANIFEST_FILE
     docs = heldout_documents(ps)
+    again = (f"draw again (`quantgate pages label-sample {ps.root} -n {s.n_documents} --sample-seed {s.seed} "
+             "--overwrite`, then label the pages it lists) or remove label_sample from it (the truth then counts as "
+             "hand-picked)")
     if _lines_sha256(list(docs)) != s.population_sha256:
         return SampleStatus(s, frozenset(), f"{where}: the held-out documents changed since the draw "
-                            f"({s.population_documents} then, {len(docs)} now); draw again")
+                            f"({s.population_documents} then, {len(docs)} now); {again}", broken=True)
     if s.n_documents > len(docs) or not _same_draw(s, draw(ps, s.n_documents, s.seed)):
         return SampleStatus(s, frozenset(), f"{where}: label_sample is not the draw its seed makes (edited?); "
-                            "draw again with `quantgate pages label-sample --overwrite`")
+                            f"{again}", broken=True)
     by_id = ps.by_id()
     labeled = frozenset(i for i in s.page_ids if by_id[i].truth is not None)
     missing = [i for i in s.page_ids if i not in labeled]
@@ -195,3 +200,14 @@ def sample_status(ps: PageSet) -> SampleStatus:
         return SampleStatus(s, labeled, f"{len(missing)} of the {len(s.page_ids)} drawn pages have no truth yet "
                             f"({', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}); label them all")
     return SampleStatus(s, labeled, None)
+
+
+def checked_sample_status(ps: PageSet) -> SampleStatus:
+    """:func:`sample_status` for a verdict that judges pages without truth (a study's, ``compare --pages``): a
+    draw recorded but edited or stale is refused (DataError naming pageset.json) rather than quietly judged as
+    hand-picked truth — a record that says "random" and is not would otherwise go unnoticed. No draw, or one not
+    yet fully labeled, is the caller's note (``problem``)."""
+    status = sample_status(ps)
+    if status.broken:
+        raise DataError(str(status.problem))
+    return status

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,22 +47,41 @@ class Look:
     order_seed: int = 0
 
 
-def _listing(ids) -> str:
-    ids = sorted(ids)
-    return f"{ids[:10]}" + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+LISTED = 10  # page ids one message names; the rest are counted
+
+
+def listing(ids: Iterable[str]) -> str:
+    """Page ids as a reader wants them in a message: sorted, comma-separated, the first ``LISTED`` and a count of
+    the rest (not a Python list's repr)."""
+    shown = sorted(ids)
+    more = f" and {len(shown) - LISTED} more" if len(shown) > LISTED else ""
+    return ", ".join(shown[:LISTED]) + more
 
 
 def _differ(a: set, b: set, names: tuple[str, str], hint: str) -> str:
-    sides = [f"{len(x)} only in {which} {_listing(x)}" for x, which in ((a - b, "the first"), (b - a, "the second"))
+    sides = [f"{len(x)} only in {which} ({listing(x)})" for x, which in ((a - b, "the first"), (b - a, "the second"))
              if x]
-    return f"pages differ between {names[0]} and {names[1]}: {', '.join(sides)}; {hint}"
+    return f"pages differ between {names[0]} and {names[1]}: {'; '.join(sides)}; {hint}"
 
 
 def _has_metric(rows: Rows, metric: str, name: str) -> None:
-    if not any(r.value(metric) is not None for r in rows.values()):
-        have = sorted({k for r in rows.values() for k in r.metrics if k in METRICS})
-        raise InputError(f"{name}: no page has a value for {metric!r} (this file has: {', '.join(have) or 'none'}); "
-                         "score it with that metric or pick one it has")
+    """InputError when no page of ``name`` has a value for ``metric``, naming the metrics that do have one (a key
+    whose every value is None, e.g. ned scored on pages without truth, is no metric the file can be judged on) and,
+    for a metric scored against a truth text, that the file's pages have none."""
+    if any(r.value(metric) is not None for r in rows.values()):
+        return
+    have = sorted({k for r in rows.values() for k, v in r.metrics.items() if k in METRICS and v is not None})
+    spec = METRICS.get(metric)
+    if not any(metric in r.metrics for r in rows.values()):
+        why = "the file was not scored with it"
+    elif spec is not None:  # scored, but a page without what it scores against gets no value
+        against = "checks" if spec.bound == "none" else "truth"  # bound "none": the page's checks (schema.metrics)
+        why = f"{metric} needs {against} and no page of this file has {against}"
+    else:
+        why = "every page's value is empty"
+    raise InputError(f"{name}: no page has a value for {metric!r} ({why}; metrics with values: "
+                     f"{', '.join(have) or 'none'}); score it on pages that have what it scores against, or pick a "
+                     "metric with values")
 
 
 def _pair(baseline: Rows, candidate: Rows, noise: Rows | None, metric: str, allow_missing: bool,
@@ -81,7 +100,7 @@ def _pair(baseline: Rows, candidate: Rows, noise: Rows | None, metric: str, allo
     if noise is not None:
         gaps = [i for i in ids if noise[i].value(metric) is None]
         if gaps:
-            raise InputError(f"{noise_name}: no {metric} for {len(gaps)} page(s) the comparison has: {_listing(gaps)}; "
+            raise InputError(f"{noise_name}: no {metric} for {len(gaps)} page(s) the comparison has: {listing(gaps)}; "
                              "the noise run must be scored with the same metrics on the same pages")
     return sorted(common), ids, missing
 
@@ -313,4 +332,4 @@ def judge_family(pairings: Sequence[Pairing], others: Sequence[Verdict]) -> list
 
 
 __all__ = ["Look", "Names", "Pairing", "TruthFree", "compare_files", "compare_scores", "flips", "judge_family",
-           "page_documents", "pages_changed", "too_few_to_judge", "truth_free_outputs", "within_range"]
+           "listing", "page_documents", "pages_changed", "too_few_to_judge", "truth_free_outputs", "within_range"]

@@ -38,11 +38,12 @@ def truth_free_inputs(st: Study, settings: dict[str, VerdictSettings], out: Path
     """Per (candidate, metric), what its verdict on every judged page is made from when some judged page has no
     truth (``study.outputs.output_pages``; the judge makes the verdict, ``judge.compare.judge_family``): the runs'
     outputs at the compare level, the truth of the pages that have it, the documents, the recorded random draw when
-    its pages stand as one (``heldout.label.sample_status``), the baseline's re-run as the noise. Empty when every
-    judged page has truth, for a sequential study, and for a metric with no truth-free bound (``checks``): those
-    keep their scored verdicts, as do a tag's rows. ``settings``: each metric's, as ``study_verdicts`` made them
-    once. The study and the gate both call this (``verdicts.study_verdicts``)."""
-    from quantgate.heldout.label import sample_status
+    its pages stand as one (``heldout.label.checked_sample_status``: an edited or stale draw is a DataError), the
+    baseline's re-run as the noise. Empty when every judged page has truth, for a sequential study, and for a
+    metric with no truth-free bound (``checks``): those keep their scored verdicts, as do a tag's rows.
+    ``settings``: each metric's, as ``study_verdicts`` made them once. The study and the gate both call this
+    (``verdicts.study_verdicts``)."""
+    from quantgate.heldout.label import checked_sample_status
     from quantgate.io.pageset import load_pageset
     from quantgate.schema.metrics import METRICS
     from quantgate.scoring import load_predictions
@@ -64,7 +65,7 @@ def truth_free_inputs(st: Study, settings: dict[str, VerdictSettings], out: Path
 
     base = texts(st.baseline, c0)
     noise = texts(st.baseline, st.noise_level) if st.noise_level else None
-    status = sample_status(ps)
+    status = checked_sample_status(ps)  # an edited or stale draw stops the verdict, as in `compare --pages`
     made: dict[tuple[str, str], TruthFree] = {}
     for v in st.variants:
         if v.name == st.baseline:

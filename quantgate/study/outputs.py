@@ -7,19 +7,19 @@ For the study (and the gate, which remakes its verdicts): ``outputs_verdict(text
 settings)`` is the same verdict from a study's texts — ``OutputTexts(baseline, candidate, noise)`` at the compare
 level (noise: the baseline's re-run, or None), the truth of the judged pages that have it, each page's document,
 the ids of the pages in the recorded random labeling draw (empty unless every drawn page is labeled and the draw
-checks out, ``heldout.label.sample_status``; hand-picked truth never goes here) and ``st.verdict_settings(m)``.
+checks out, ``heldout.label.checked_sample_status``; hand-picked truth never goes here) and ``st.verdict_settings(m)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from quantgate.errors import DataError, UsageError
 from quantgate.io.outputs import MAX_OUTPUT_BYTES
-from quantgate.judge.compare import TruthFree, truth_free_outputs
+from quantgate.judge.compare import TruthFree, listing, truth_free_outputs
 from quantgate.judge.truth_free import OutputPages
 from quantgate.schema.scores import ScoreRow
 from quantgate.schema.settings import VerdictSettings
@@ -38,11 +38,6 @@ class OutputTexts:
     baseline: Texts
     candidate: Texts
     noise: Texts | None = None
-
-
-def _listing(ids) -> str:
-    ids = sorted(ids)
-    return repr(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 def _checked(texts: object, what: str) -> dict[str, str]:
@@ -109,13 +104,36 @@ def output_pages(texts: OutputTexts, truth: Texts, documents: Mapping[str, str],
     return TruthFree(pages, labeled)
 
 
+def _drawn(labeled_at_random: object, labels: Texts) -> set[str]:
+    """The pages ``labeled_at_random`` names as drawn at random: every page in truth (True), none (False), or
+    those listed, each one that has truth (a page without it cannot measure the bound's excess)."""
+    if labeled_at_random is True or labeled_at_random is False:
+        if labeled_at_random and not labels:
+            raise UsageError("labeled_at_random: no truth given; it says the pages in truth were drawn at random")
+        return set(labels) if labeled_at_random else set()
+    if isinstance(labeled_at_random, (str, bytes, Mapping)) or not isinstance(labeled_at_random, Collection):
+        raise UsageError(f"labeled_at_random: give True, False or a collection of the page ids drawn at random, not "
+                         f"{type(labeled_at_random).__name__}")
+    drawn = set(labeled_at_random)
+    odd = sorted(repr(p) for p in drawn if not isinstance(p, str))
+    if odd:
+        raise UsageError(f"labeled_at_random: {odd[0]} is not a page id (a string)")
+    unlabeled = sorted(drawn - set(labels))
+    if unlabeled:
+        raise DataError(f"labeled_at_random: page {unlabeled[0]!r} has no truth ({len(unlabeled)} such page(s): "
+                        f"{listing(unlabeled)}); every page drawn at random needs its truth, given in truth")
+    return drawn
+
+
 def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_at_random=False, metric="ned",
                     margin=None, seed=0, settings=None) -> Verdict:
     """Is the candidate's output as good as the baseline's on these pages? ``baseline``/``candidate``: page id →
     output text, the same pages; ``truth``: page id → truth text for the pages that have it (any, or none);
     ``documents``: page id → document (the resampling unit; default: each page its own); ``labeled_at_random``:
-    the pages in ``truth`` were drawn at random from the pages compared (whole documents, ``quantgate pages
-    label-sample``), so they may sharpen the truth-free bound; ``settings``: a ``VerdictSettings`` (then leave
+    True when every page in ``truth`` was drawn at random from the pages compared (whole documents, ``quantgate
+    pages label-sample``), or the ids of those that were (each in ``truth``): only they sharpen the truth-free
+    bound (the rectified estimate), while every page in ``truth`` gives the baseline's score and fitness — as in a
+    study, where truth beyond the recorded draw does the same; ``settings``: a ``VerdictSettings`` (then leave
     ``metric``, ``margin`` and ``seed`` out). Returns the ``Verdict`` (``.verdict``: within_noise, regression or
     inconclusive; ``.reason``; ``.message``; the numbers). Bad input is one error naming the page."""
     if settings is None:
@@ -130,8 +148,8 @@ def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_
     base, cand = _checked(baseline, "baseline"), _checked(candidate, "candidate")
     if set(base) != set(cand):
         only_b, only_c = set(base) - set(cand), set(cand) - set(base)
-        side = f"{len(only_b)} only in baseline {_listing(only_b)}" if only_b else ""
-        side += ("; " if only_b and only_c else "") + (f"{len(only_c)} only in candidate {_listing(only_c)}"
+        side = f"{len(only_b)} only in baseline ({listing(only_b)})" if only_b else ""
+        side += ("; " if only_b and only_c else "") + (f"{len(only_c)} only in candidate ({listing(only_c)})"
                                                        if only_c else "")
         raise DataError(f"the pages differ between baseline and candidate: {side}; give both outputs for the same pages")
     if len(base) < 2:
@@ -140,11 +158,8 @@ def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_
     stray = set(labels) - set(base)
     if stray:
         raise DataError(f"truth: page {sorted(stray)[0]!r} is not compared ({len(stray)} such page(s): "
-                        f"{_listing(stray)}); truth is only for pages both outputs cover")
-    if labeled_at_random not in (True, False):
-        raise UsageError(f"labeled_at_random: {labeled_at_random!r} is not True or False")
-    if labeled_at_random and not labels:
-        raise UsageError("labeled_at_random: no truth given; it says the pages in truth were drawn at random")
+                        f"{listing(stray)}); truth is only for pages both outputs cover")
+    at_random = _drawn(labeled_at_random, labels)
     if settings.test != "non_inferiority" and len(labels) < len(base):
         raise UsageError(f"test {settings.test!r} needs truth on every page; pages without truth are judged by "
                          "non-inferiority only")
@@ -155,5 +170,4 @@ def compare_outputs(baseline, candidate, *, truth=None, documents=None, labeled_
     if lacking:
         raise DataError(f"documents: page {lacking[0]!r} has no document ({len(lacking)} such page(s)); give every "
                         "compared page its document (a string), or leave documents out")
-    at_random = set(labels) if labeled_at_random else set()
     return outputs_verdict(OutputTexts(base, cand), labels, {p: docs[p] for p in base}, at_random, settings)

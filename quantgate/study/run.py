@@ -158,9 +158,19 @@ def _prepare(st: Study, base: Path, out: Path, clock: Clock) -> _Ctx:
     ps = load_pageset(pages_dir)
     if not verified:  # on every start: nothing is reused, served or scored from a page that changed
         verify_page_files(ps)
+        _draw_stands(st, ps)  # (a set copied in was checked where the user keeps it, before the copy)
     plan = study_plan(st, judged_pages(pages_dir, out)) if st.sequential else None
     return _Ctx(st, out, pages_dir, ps, clock, plan_lmeval(st, base, out, pages_dir) if st.lm_eval else None,
                 st.backend.resolved(base, out), plan)
+
+
+def _draw_stands(st: Study, ps) -> None:
+    """An edited or stale labeling draw stops the study before anything is served, by the rule its verdicts apply
+    (``heldout.label.checked_sample_status``; ``study.judged``), naming the set's pageset.json."""
+    from quantgate.heldout.label import checked_sample_status
+
+    if st.sequential is None and any(p.truth is None for p in ps.split(st.split)):  # (only then is it read)
+        checked_sample_status(ps)
 
 
 def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
@@ -168,12 +178,14 @@ def _pages(st: Study, base: Path, out: Path, clock: Clock) -> tuple[Path, bool]:
     a set outside it copied into ``out/pages`` (``study.pagecopy``: the gate then binds its images and truths);
     or the synthetic set under ``out/pages``, rebuilt when the recorded spec differs (``pages.synth_reuse``)."""
     from quantgate.heldout.synth_reuse import ensure_synth_pages
+    from quantgate.io.pageset import load_pageset
     from quantgate.study.pagecopy import COPY_DIR, ensure_page_copy
 
     if not st.pages.synth:
         src = resolve_path(base, st.pages.path or "")
         if relative_inside(src, out) is not None:
             return src, False
+        _draw_stands(st, load_pageset(src))
         with clock.stage("pages", f"pages: {src} copied into {out / COPY_DIR}", unit=None) as stage:
             if ensure_page_copy(src, out, clock.console.detail):
                 stage.reused = True

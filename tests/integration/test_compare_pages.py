@@ -127,3 +127,57 @@ def test_bad_input_is_one_line_naming_the_folder_or_page(study, tmp_path):
     _one_error(quantgate("compare", "--pages", s["set"], s["base"], s["same"], "--metric", "ned", "--allow-missing"),
                UsageError.exit_code, "--allow-missing")
     assert _files(s["set"], s["base"], s["same"]) == before
+
+
+
+def _drawn_study(tmp_path: Path):
+    """A stub study's page set with truth on a recorded draw of 20 whole documents and on 10 pages outside it."""
+    import shutil
+
+    from tests.support.stub_study import study_yaml
+
+    synth_pages(tmp_path / "answers", 100, seed=7, profile="simple", pages_per_document=1, calibration_fraction=0.1)
+    shutil.copytree(tmp_path / "answers", tmp_path / "pages")
+    draw, _ = label_sample(tmp_path / "pages", 20, seed=3)
+    extra = sorted(p.id for p in load_pageset(tmp_path / "pages").split("heldout") if p.id not in draw.page_ids)[:10]
+    drop_truth(tmp_path / "pages", set(draw.page_ids) | set(extra))
+    spec = study_yaml(tmp_path / "study.yaml", tmp_path / "answers", {"cand": 0.05}, metrics=["ned"],
+                      concurrency=[1], min_pages=5, min_documents=3)
+    spec.write_text(spec.read_text().replace(f"path: {(tmp_path / 'answers').resolve()}",
+                                             f"path: {(tmp_path / 'pages').resolve()}"))
+    return spec, draw, extra
+
+
+def test_truth_beyond_the_draw_gives_the_study_verdict(tmp_path):
+    """A study and `compare --pages` on the study's own runs make the same verdict when truth goes beyond the
+    recorded draw: the drawn pages rectify the bound, every page with truth shows the baseline's score (where
+    `compare --pages` once dropped the draw for the extra truth)."""
+    from quantgate.commands._compare_pages import compare_pages
+    from quantgate.study.spec import load_study
+    from tests.support.stub_study import run
+
+    spec, draw, extra = _drawn_study(tmp_path)
+    summary = run(spec, tmp_path / "out")
+    study = next(v for v in summary["verdicts"] if v["variant"] == "cand" and v["metric"] == "ned")
+    runs = tmp_path / "out" / "runs"
+    cmd = compare_pages(tmp_path / "pages", runs / "bf16", runs / "cand", load_study(spec).verdict_settings("ned"))
+    assert study["method"] == "rectified" and study["pages_at_random"] == len(draw.page_ids)
+    assert study["pages_with_truth"] == len(draw.page_ids) + len(extra)
+    fields = ("verdict", "reason", "method", "mean_bound", "bound_upper", "excess_lower", "pages_at_random",
+              "pages_with_truth", "pages_without_truth", "baseline_score", "ci_low", "ci_high")
+    assert {f: getattr(cmd, f) for f in fields} == {f: study[f] for f in fields}
+
+
+def test_an_edited_draw_stops_a_study_before_it_serves(tmp_path):
+    """The study refuses an edited draw by the rule `compare --pages` refuses it by, before anything is served."""
+    from tests.support.stub_study import run
+
+    spec, _, _ = _drawn_study(tmp_path)
+    manifest = tmp_path / "pages" / "pageset.json"
+    man = json.loads(manifest.read_text())
+    man["label_sample"]["seed"] += 1
+    manifest.write_text(json.dumps(man))
+    with pytest.raises(DataError, match=rf"{tmp_path / 'pages' / 'pageset.json'}: label_sample is not the draw its "
+                                        "seed makes"):
+        run(spec, tmp_path / "out")
+    assert not (tmp_path / "out" / "runs").exists()

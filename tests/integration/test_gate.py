@@ -338,7 +338,7 @@ def test_score_files_or_a_noise_run_with_other_pages_are_one_error(study, tmp_pa
     from quantgate.io.fileio import sha256_file
 
     for rel, needle in (("scores/bad-c1.jsonl", "pages differ between bf16@c1 and bad@c1: 1 only in the first "
-                                                "['p007']"),
+                                                "(p007)"),
                         ("scores/bf16-c2.jsonl", "the noise run must be scored on the pages being judged")):
         copy = tmp_path / rel.replace("/", "_")
         shutil.copytree(study, copy)

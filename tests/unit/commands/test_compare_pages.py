@@ -4,6 +4,7 @@ bad input is one error naming the folder or page, and nothing is written."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -57,29 +58,83 @@ def test_the_page_set_gives_truth_documents_and_the_draw(case):
     assert set(got.baseline) == set(got.candidate) == set(texts)
     assert set(got.truth) == drawn and got.truth == {p: texts[p] for p in drawn}
     assert got.documents == {p.id: p.document for p in ps.split("heldout")}
-    assert got.labeled_at_random and got.notes == []
+    assert got.labeled_at_random == drawn and got.notes == []
 
 
-def test_truth_beyond_the_draw_is_not_a_random_sample(made, case):
+def test_truth_beyond_the_draw_keeps_the_draw(made, case):
+    """Truth on a page outside the draw is given for the baseline's score; the drawn pages still rectify, as in a
+    study (``study.judged``), so the two make the same verdict on the same pages."""
     root, base, cand, drawn, texts = case
     extra = next(p for p in texts if p not in drawn)
     _keep_truth(made, root, drawn | {extra})
     got = pages_inputs(root, base, cand)
-    assert extra in got.truth and not got.labeled_at_random
-    assert any(f"not in the recorded draw ({extra})" in n for n in got.notes)
+    assert set(got.truth) == drawn | {extra} and got.labeled_at_random == drawn and got.notes == []
 
 
 def test_no_draw_recorded_is_not_a_random_sample(made, tmp_path):
     root = tmp_path / "set"
     shutil.copytree(made, root)
     ps = load_pageset(root)
+    held = [p.id for p in ps.split("heldout")]
     base = tmp_path / "base"
     base.mkdir()
     for p in ps.split("heldout"):
         (base / f"{p.id}.md").write_text(ps.truth_text(p) or "")
+    _keep_truth(made, root, set(held[:4]))
     got = pages_inputs(root, base, base)
-    assert len(got.truth) == len(ps.split("heldout")) and not got.labeled_at_random
+    assert set(got.truth) == set(held[:4]) and got.labeled_at_random == frozenset()
     assert any("no labeling draw recorded" in n for n in got.notes)
+
+
+def test_a_draw_not_yet_labeled_is_a_note_saying_how_many_lack_truth(made, case):
+    root, base, cand, drawn, _ = case
+    unlabeled = sorted(drawn)[0]
+    _keep_truth(made, root, drawn - {unlabeled})
+    got = pages_inputs(root, base, cand)
+    assert got.labeled_at_random == frozenset() and set(got.truth) == drawn - {unlabeled}
+    assert [n for n in got.notes if f"1 of the {len(drawn)} drawn pages have no truth yet ({unlabeled})" in n]
+
+
+def _edit_draw(root: Path) -> None:
+    man = json.loads((root / "pageset.json").read_text())
+    man["label_sample"]["seed"] += 1  # the record no longer the draw its seed makes
+    (root / "pageset.json").write_text(json.dumps(man))
+
+
+def _drop_document(root: Path, document: str) -> None:
+    lines = [ln for ln in (root / "pages.jsonl").read_text().splitlines() if json.loads(ln)["document"] != document]
+    (root / "pages.jsonl").write_text("\n".join(lines) + "\n")
+    man = json.loads((root / "pageset.json").read_text())
+    man["pages_sha256"] = sha256_file(root / "pages.jsonl")
+    (root / "pageset.json").write_text(json.dumps(man))
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["edited", "stale"])
+def test_an_edited_or_stale_draw_is_an_error(case, stale):
+    """A recorded draw that is not the draw it describes (its seed edited, or a held-out document gone since) is
+    refused naming pageset.json and the command that draws again; the study refuses it by the same function."""
+    from quantgate.heldout.label import checked_sample_status
+
+    root, base, cand, drawn, texts = case
+    ps = load_pageset(root)
+    if stale:
+        gone = next(p for p in ps.split("heldout") if p.id not in drawn)
+        _drop_document(root, gone.document)
+        for folder in (base, cand):
+            for p in ps.pages:
+                if p.document == gone.document:
+                    (folder / f"{p.id}.md").unlink(missing_ok=True)
+    else:
+        _edit_draw(root)
+    before = _tree(root, base, cand)
+    why = "the held-out documents changed since the draw" if stale else "label_sample is not the draw its seed makes"
+    seed = ps.manifest.label_sample.seed + (0 if stale else 1)
+    with pytest.raises(DataError, match=rf"{root / 'pageset.json'}: {why}.*label-sample {root} -n 2 --sample-seed "
+                                        rf"{seed} --overwrite.*or remove label_sample"):
+        pages_inputs(root, base, cand)
+    with pytest.raises(DataError, match=why):
+        checked_sample_status(load_pageset(root))
+    assert _tree(root, base, cand) == before
 
 
 def _tree(*roots: Path) -> dict[str, str]:
@@ -125,3 +180,20 @@ def test_a_folder_that_is_not_there(case, tmp_path):
     root, base, _, _, _ = case
     with pytest.raises(UsageError, match="no such folder"):
         pages_inputs(root, base, tmp_path / "absent")
+
+
+def test_compare_help_gives_the_one_exit_code_table():
+    """Bad input is 64 or 65, never 2 (which only an inconclusive verdict gives): the help prints the table every
+    verb shares rather than its own line."""
+    import io
+    from contextlib import redirect_stdout
+
+    from quantgate import cli
+    from quantgate.errors import exit_code_table
+
+    out = io.StringIO()
+    with redirect_stdout(out), pytest.raises(SystemExit) as done:
+        cli.main(["compare", "--help"])
+    assert done.value.code == 0
+    assert exit_code_table() in out.getvalue() and "inconclusive or bad input" not in out.getvalue()
+    assert "ned 0.01, cer 0.01" in out.getvalue()  # the default margins, each pair kept on one line

@@ -52,15 +52,46 @@ def test_truth_enters_the_rectified_estimate_only_as_a_random_draw():
     assert picked.mean_bound == drawn.mean_bound and picked.documents == drawn.documents == 75
 
 
+def test_only_the_pages_named_as_drawn_rectify_and_every_truth_shows_the_baseline():
+    """Truth on a random draw plus hand-picked pages where the candidate fixed the baseline's errors (their excess,
+    bound minus damage, is large): naming the drawn pages keeps the hand-picked ones out of the rectified estimate,
+    while their truth still counts for the baseline's score — the study's rule (``outputs_verdict`` with the draw)."""
+    base = _texts(300, seed=4)
+    cand = {p: t.replace("model", "modle", 1) if i % 2 else t for i, (p, t) in enumerate(base.items())}
+    docs = {p: f"d{i // 4}" for i, p in enumerate(base)}
+    ids = list(base)
+    drawn = ids[:100]  # 25 whole documents
+    picked = [p for p in ids[100:] if cand[p] != base[p]][:40]  # changed pages whose truth is the candidate's text
+    truth = {p: base[p] for p in drawn} | {p: cand[p] for p in picked}
+    s = VerdictSettings(metric="ned", n_resamples=1000)
+    named = outputs.compare_outputs(base, cand, truth=truth, documents=docs, labeled_at_random=drawn, settings=s)
+    everyone = outputs.compare_outputs(base, cand, truth=truth, documents=docs, labeled_at_random=True, settings=s)
+    only_drawn = outputs.compare_outputs(base, cand, truth={p: truth[p] for p in drawn}, documents=docs,
+                                         labeled_at_random=True, settings=s)
+    assert named.method == "rectified" and named.pages_at_random == 100 and named.pages_with_truth == 140
+    assert named.excess_lower == only_drawn.excess_lower < everyone.excess_lower  # the picked pages left out
+    assert named.baseline_score == everyone.baseline_score != only_drawn.baseline_score  # yet their truth counts
+    study = outputs.outputs_verdict(outputs.OutputTexts(base, cand), truth, docs, set(drawn), s)
+    assert named == study
+    assert outputs.compare_outputs(base, cand, truth=truth, documents=docs, labeled_at_random=set(), settings=s
+                                   ).method == "bound"
+
+
 @pytest.mark.parametrize("change,error,match", [
     (lambda b, c, kw: c.pop("p0003"), DataError, r"pages differ between baseline and candidate: 1 only in baseline "
-                                                 r"\['p0003'\]"),
+                                                 r"\(p0003\);"),
     (lambda b, c, kw: kw.update(truth={"p9999": "x"}), DataError, r"truth: page 'p9999' is not compared"),
     (lambda b, c, kw: c.update(p0004=b"bytes"), DataError, r"candidate: page 'p0004' is bytes, not text"),
     (lambda b, c, kw: b.update(p0005="a\x00b"), DataError, r"baseline: page 'p0005' contains a NUL byte"),
     (lambda b, c, kw: c.update(p0006="x" * (MAX_OUTPUT_BYTES + 1)), DataError, r"candidate: page 'p0006' is over 1 MiB"),
     (lambda b, c, kw: kw.update(documents={"p0000": "d"}), DataError, r"documents: page 'p0001' has no document"),
     (lambda b, c, kw: kw.update(labeled_at_random=True), UsageError, r"labeled_at_random: no truth given"),
+    (lambda b, c, kw: kw.update(truth={"p0001": "x"}, labeled_at_random={"p0001", "p0002"}), DataError,
+     r"labeled_at_random: page 'p0002' has no truth \(1 such page\(s\): p0002\)"),
+    (lambda b, c, kw: kw.update(truth={"p0001": "x"}, labeled_at_random="p0001"), UsageError,
+     r"labeled_at_random: give True, False or a collection of the page ids drawn at random, not str"),
+    (lambda b, c, kw: kw.update(truth={"p0001": "x"}, labeled_at_random=[1]), UsageError,
+     r"labeled_at_random: 1 is not a page id"),
     (lambda b, c, kw: kw.update(settings=VerdictSettings(metric="ned"), margin=0.02), UsageError, "not both"),
     (lambda b, c, kw: kw.update(metric="checks"), UsageError, r"metric 'checks' scores against checks"),
 ])
