@@ -18,7 +18,7 @@ from quantgate.schema.scores import ScoreRow
 from quantgate.schema.settings import VerdictSettings
 from quantgate.schema.summary import Provenance, Summary, VariantSummary, VariantVerdict, VerdictInputs
 
-PAGES = 300  # single-page documents: enough that a lone damaged page does not stop the study on the page counts
+PAGES = 300  # single-page documents, the size of a small held-out split
 VERDICT_PLOT, THROUGHPUT = "Verdicts", "Throughput and p90 latency against concurrency"
 
 
@@ -166,5 +166,6 @@ def test_the_throughput_plot_leaves_out_a_speed_the_table_calls_bf16_kernels(wav
     for ax in figs[title].axes:
         assert [ln.get_label() for ln in ax.get_lines() if not ln.get_label().startswith("_")
                 and ln.get_label() != "SLO"] == ["bf16", "fp8"]
+    assert [t.get_text() for t in figs["Accuracy versus speed"].axes[0].texts] == ["bf16", "fp8"]  # the same rule
     fp8 = next(ln for ln in figs[title].axes[0].get_lines() if ln.get_label() == "fp8")
     assert list(fp8.get_ydata()) == pytest.approx([2.0, 6.0])  # its own measured pages/s (the waves' mean: the same)
