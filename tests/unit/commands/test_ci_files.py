@@ -94,24 +94,28 @@ def test_quantgate_is_installed_with_pip_from_the_checkout(system):
 
 @pytest.mark.parametrize("system", list(SYSTEMS))
 def test_every_variant_is_cached_by_its_recipe_under_the_study_output(system):
+    """Each variant's weights are cached under a key naming its recipe and the study; its served run under a key
+    naming the study and the pinned packages, so a new serving stack serves it again instead of re-judging old
+    outputs. Every path once, one path per line, each cache entry its own key."""
     runs, caches, junit = SYSTEMS[system]()
     study_argv = _quantgate_argv(runs)[0]
     out = _option(study_argv, "-o")
     st = load_study(REPO / STUDY)
-    cached = {}
+    recipes = {v.name: v.recipe for v in st.variants}
+    seen: list[str] = []
     for paths, key in caches:
         assert all(" " not in p for p in paths), f"one path per line: {paths}"
-        names = {Path(p).name for p in paths}
-        assert len(names) == 1, paths
-        (name,) = names
-        assert sorted(paths) == [f"{out}/runs/{name}", f"{out}/variants/{name}"]
         files = re.findall(r"'([^']+)'", key) if isinstance(key, str) else key["files"]
         assert files and all(glob.glob(str(REPO / f)) for f in files), files
-        recipe = next(v.recipe for v in st.variants if v.name == name)
-        assert f"quantgate/recipes/presets/{recipe}.yaml" in files and STUDY in files
-        cached[name] = key
-    assert sorted(cached) == sorted(v.name for v in st.variants)
-    assert len({str(k) for k in cached.values()}) == len(cached), "each variant its own key"
+        for p in paths:
+            kind, name = Path(p).parent.name, Path(p).name
+            assert p == f"{out}/{kind}/{name}" and kind in ("variants", "runs") and name in recipes, p
+            need = {STUDY, f"quantgate/recipes/presets/{recipes[name]}.yaml"} if kind == "variants" else {
+                STUDY, "constraints.txt"}
+            assert need <= set(files), (p, files)
+            seen.append(p)
+    assert sorted(seen) == sorted(f"{out}/{k}/{n}" for n in recipes for k in ("variants", "runs"))
+    assert len({str(k) for _, k in caches}) == len(caches), "each cache entry its own key"
     assert junit == [_option(_quantgate_argv(runs)[1], "--junit")]
 
 
