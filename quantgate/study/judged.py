@@ -19,6 +19,12 @@ def judged_pages(st: Study, ps: PageSet) -> list[PageRecord]:
     return ps.split(st.split)[: st.limit or None]
 
 
+def judges_without_truth(st: Study, ps: PageSet) -> bool:
+    """Whether the study's verdicts judge pages without truth (and so read the labeling draw): a fixed study with a
+    judged page that has none. A sequential study judges scored pages only."""
+    return st.sequential is None and any(p.truth is None for p in judged_pages(st, ps))
+
+
 def run_texts(preds: Mapping[str, object], fill: list[str] | None = None) -> dict[str, str | None]:
     """A run's predictions (``scoring.load_predictions``) as texts; ``fill``: the pages a missing prediction counts
     as an empty output for (the fixed design scores such a page as empty; a sequential pass judges what it sent)."""
@@ -52,12 +58,12 @@ def truth_free_inputs(st: Study, settings: dict[str, VerdictSettings], out: Path
 
     out = Path(out)
     pages_file = Path(pages_file) if pages_file is not None else out / "pages" / "pages.jsonl"
-    if st.sequential is not None or pages_file.name != "pages.jsonl" or not pages_file.is_file():
+    if pages_file.name != "pages.jsonl" or not pages_file.is_file():
         return {}  # (a page set outside an older study folder: its truths were never bound, see gate.check)
     ps = load_pageset(pages_file.parent)
-    judged = judged_pages(st, ps)
-    if all(p.truth is not None for p in judged):
+    if not judges_without_truth(st, ps):
         return {}
+    judged = judged_pages(st, ps)
     c0, fill = st.compare_level, None if st.limit else [p.id for p in judged]
 
     def texts(name: str, level: int) -> dict[str, str | None]:

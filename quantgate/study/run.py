@@ -168,8 +168,9 @@ def _draw_stands(st: Study, ps) -> None:
     """An edited or stale labeling draw stops the study before anything is served, by the rule its verdicts apply
     (``heldout.label.checked_sample_status``; ``study.judged``), naming the set's pageset.json."""
     from quantgate.heldout.label import checked_sample_status
+    from quantgate.study.judged import judges_without_truth
 
-    if st.sequential is None and any(p.truth is None for p in ps.split(st.split)):  # (only then is it read)
+    if judges_without_truth(st, ps):  # (only then is the draw read)
         checked_sample_status(ps)
 
 
